@@ -1,0 +1,15 @@
+//! knap's engine: the workspace tools of `@caveman-ai/agent`'s `shellTools()` with their caps,
+//! output store and workspace boundary, the execution backend, and the tool-policy evaluator.
+//! No napi types live here; the binding crate converts and implements the host traits.
+
+pub mod cap;
+pub mod error;
+pub mod exec;
+pub mod limits;
+pub mod policy;
+pub mod store;
+pub mod text;
+pub mod tools;
+pub mod workspace;
+
+pub use error::ToolError;

@@ -1,0 +1,62 @@
+//! Every user-visible text of the shell tools, worded as the reference words it, so matching
+//! `@caveman-ai/agent` is checked in one place.
+
+use crate::limits::{BASH_TIMEOUT_MS, GREP_MAX_MATCHES};
+
+pub fn read_file_description(cap: usize) -> String {
+  format!(
+    "Read a UTF-8 file from the workspace. Optional offset/limit read a line range. Each returned line starts \
+     with its 1-based line number and a tab. These prefixes are not file content; remove the leading number \
+     and tab from each line before copying content into another file. Output is capped at {cap} bytes."
+  )
+}
+
+pub fn grep_description(cap: usize) -> String {
+  format!(
+    "Search the workspace for a regular expression with ripgrep (grep fallback). Returns at most \
+     {GREP_MAX_MATCHES} matches, capped at {cap} bytes."
+  )
+}
+
+pub fn bash_description(cap: usize) -> String {
+  format!(
+    "Run one shell command in the workspace; hard timeout {BASH_TIMEOUT_MS} ms; output capped at {cap} bytes. \
+     Interactive sessions are unavailable."
+  )
+}
+
+pub const WRITE_FILE_DESCRIPTION: &str = "Create a UTF-8 file in the workspace. Refuses an existing path unless \
+  overwrite is true. Parent directory must already exist.";
+
+pub const EDIT_FILE_DESCRIPTION: &str = "Replace an exact string in a workspace file. The old string must appear \
+  exactly once unless replace_all is set. Writes to disk.";
+
+pub const READ_TOOL_OUTPUT_DESCRIPTION: &str = "Read captured output from this active agent by opaque handle. \
+  Uses zero-based byte offset and bounded byte limit, or finds a literal query without rerunning the original tool.";
+
+/// Marker source when the whole output was captured.
+pub const SOURCE_COMPLETE: &str = "captured bytes";
+/// Marker source when capture stopped early.
+pub const SOURCE_PARTIAL: &str = "captured bytes; later process output unavailable";
+
+pub const RECOVERY_TOO_LARGE: &str = "result too large for recovery store; narrow original request";
+pub const RECOVERY_NOT_EXPOSED: &str = "recovery paging is not exposed; narrow original request";
+
+pub fn recovery_handle(handle: &str) -> String {
+  format!("use read_tool_output with handle {handle}")
+}
+
+pub fn capped_marker(total_bytes: usize, source: &str, recovery: &str) -> String {
+  format!("\n[caveman-code: output capped from {total_bytes} {source}; {recovery}]")
+}
+
+pub fn capped_at_marker(max_bytes: usize, total: usize) -> String {
+  format!("\n[caveman-code: output capped at {max_bytes} of {total} bytes; narrow the request]")
+}
+
+pub fn grep_matches_limited() -> String {
+  format!("\n[caveman-code: matches limited to first {GREP_MAX_MATCHES}; narrow pattern or path]")
+}
+
+pub const GREP_NO_MATCHES: &str = "no matches";
+pub const BASH_NO_OUTPUT: &str = "(no output)";

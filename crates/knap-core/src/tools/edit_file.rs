@@ -1,0 +1,60 @@
+//! `edit_file`: exact, literal string replacement.
+
+use std::io::Read;
+
+use serde_json::Value;
+
+use super::args::Args;
+use super::write_file::replace_atomically;
+use super::{blocking, ShellToolName, ShellTools, ToolOutput};
+use crate::cap::cap_output;
+use crate::error::ToolError;
+use crate::limits::EDIT_FILE_MAX_BYTES;
+
+pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolError> {
+  let args = Args::new("edit_file", input)?;
+  let path = args.string("path")?.to_string();
+  let old = args.string("old_string")?.to_string();
+  let new = args.string("new_string")?.to_string();
+  let replace_all = args.opt_bool("replace_all")? == Some(true);
+  if old == new {
+    return Err(ToolError::caveman("old_string and new_string are identical"));
+  }
+  if old.is_empty() {
+    // The reference does not guard this and would insert `new_string` between every character.
+    return Err(ToolError::caveman("old_string must not be empty"));
+  }
+  let resolved = tools.workspace().resolve(&path)?;
+  let file = tools.workspace().open_read(&path, &resolved, "open")?;
+  let (dir, name) = tools.workspace().open_parent(&path, &resolved)?;
+  let shown = path.clone();
+  let replacements = blocking(move || {
+    let meta = file.metadata().map_err(|e| ToolError::from_io(&e, "stat", &resolved.abs))?;
+    if meta.is_dir() {
+      return Err(ToolError::from_io(&std::io::Error::from_raw_os_error(libc::EISDIR), "read", &resolved.abs));
+    }
+    if meta.len() > EDIT_FILE_MAX_BYTES as u64 {
+      return Err(ToolError::caveman(format!("file too large to edit: {shown} ({} bytes)", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(EDIT_FILE_MAX_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|e| ToolError::from_io(&e, "read", &resolved.abs))?;
+    let content = String::from_utf8_lossy(&bytes);
+    let occurrences = content.matches(old.as_str()).count();
+    if occurrences == 0 {
+      return Err(ToolError::caveman(format!("old_string not found in {shown}")));
+    }
+    if occurrences > 1 && !replace_all {
+      return Err(ToolError::caveman(format!(
+        "old_string appears {occurrences} times in {shown}; add surrounding context or pass replace_all"
+      )));
+    }
+    // Literal replacement: no `$&`-style patterns.
+    let updated = content.replace(old.as_str(), &new);
+    replace_atomically(&dir, &name, updated.as_bytes(), &resolved)?;
+    Ok(if replace_all { occurrences } else { 1 })
+  })
+  .await?;
+  let plural = if replacements == 1 { "" } else { "s" };
+  let text = cap_output(&format!("edited {path}: {replacements} replacement{plural}"), tools.cap(ShellToolName::EditFile));
+  Ok(ToolOutput { text, label: None })
+}

@@ -1,0 +1,339 @@
+//! The workspace boundary. Exactly one implementation of "open this path inside the workspace".
+//!
+//! Two layers. First the reference's check: a candidate is resolved against the canonical
+//! workspace, its deepest existing ancestor is canonicalized (every symlink on the existing part
+//! followed) and the result must stay inside, else `caveman-code: path escapes the workspace: <p>`.
+//! Then, unlike the reference (whose realpath-then-open is racy), the file is opened relative to
+//! a descriptor of the workspace with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: if a
+//! directory is swapped for an outward symlink between the check and the open, the kernel refuses
+//! to leave the workspace. Kernels without `openat2` get an `O_NOFOLLOW` walk, component by
+//! component, over the canonical (symlink-free) relative path.
+
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::error::ToolError;
+
+/// The canonical root and a descriptor of it.
+pub struct Root {
+  pub path: PathBuf,
+  dir: OwnedFd,
+}
+
+/// A candidate path after the boundary check.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+  /// Canonical absolute path (what error messages show).
+  pub abs: PathBuf,
+  /// Path relative to the canonical root; empty for the root itself.
+  pub rel: PathBuf,
+}
+
+pub struct Workspace {
+  given: PathBuf,
+  root: Mutex<Option<Arc<Root>>>,
+}
+
+pub fn escape_error(candidate: &str) -> ToolError {
+  ToolError::caveman(format!("path escapes the workspace: {candidate}"))
+}
+
+impl Workspace {
+  /// The workspace is canonicalized lazily, so it need not exist when the tools are built.
+  pub fn new(given: impl Into<PathBuf>) -> Self {
+    Self { given: given.into(), root: Mutex::new(None) }
+  }
+
+  pub fn given(&self) -> &Path {
+    &self.given
+  }
+
+  /// The canonical root, opened on first use (a missing workspace is `ENOENT` then).
+  pub fn root(&self) -> Result<Arc<Root>, ToolError> {
+    let mut slot = self.root.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(root) = slot.as_ref() {
+      return Ok(root.clone());
+    }
+    let absolute = absolutize(&self.given);
+    let path = std::fs::canonicalize(&absolute).map_err(|e| ToolError::from_io(&e, "realpath", &absolute))?;
+    let dir = open_path(&path, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+      .map_err(|e| ToolError::from_io(&e, "open", &path))?;
+    let root = Arc::new(Root { path, dir });
+    *slot = Some(root.clone());
+    Ok(root)
+  }
+
+  /// The reference's containment check (`resolvePath`).
+  pub fn resolve(&self, candidate: &str) -> Result<Resolved, ToolError> {
+    let root = self.root()?;
+    let joined = if Path::new(candidate).is_absolute() {
+      PathBuf::from(candidate)
+    } else {
+      root.path.join(candidate)
+    };
+    let full = canonicalize_existing_prefix(&normalize(&joined));
+    match full.strip_prefix(&root.path) {
+      Ok(rel) => Ok(Resolved { rel: rel.to_path_buf(), abs: full.clone() }),
+      Err(_) => Err(escape_error(candidate)),
+    }
+  }
+
+  /// Opens an existing path for reading (files and directories) inside the workspace.
+  pub fn open_read(&self, candidate: &str, resolved: &Resolved, syscall: &str) -> Result<File, ToolError> {
+    let root = self.root()?;
+    let fd = open_beneath(&root, &resolved.rel, libc::O_RDONLY | libc::O_CLOEXEC, 0)
+      .map_err(|e| map_open_error(e, candidate, syscall, &resolved.abs))?;
+    Ok(File::from(fd))
+  }
+
+  /// Opens the parent directory of `resolved` inside the workspace, for creating or replacing
+  /// its last component with `*at` calls. Returns the directory and the file name.
+  pub fn open_parent(&self, candidate: &str, resolved: &Resolved) -> Result<(OwnedFd, CString), ToolError> {
+    let root = self.root()?;
+    let name = resolved.rel.file_name().ok_or_else(|| {
+      ToolError::from_io(&io::Error::from_raw_os_error(libc::EISDIR), "open", &resolved.abs)
+    })?;
+    let parent = resolved.rel.parent().unwrap_or(Path::new(""));
+    let fd = open_beneath(&root, parent, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)
+      .map_err(|e| map_open_error(e, candidate, "open", &resolved.abs))?;
+    Ok((fd, cstring(name)?))
+  }
+}
+
+fn map_open_error(err: io::Error, candidate: &str, syscall: &str, abs: &Path) -> ToolError {
+  match err.raw_os_error() {
+    // EXDEV: openat2 refused to leave the root; ELOOP: the O_NOFOLLOW walk met a symlink that
+    // was not there when the path was checked.
+    Some(libc::EXDEV) | Some(libc::ELOOP) => escape_error(candidate),
+    _ => ToolError::from_io(&err, syscall, abs),
+  }
+}
+
+fn cstring(s: &OsStr) -> Result<CString, ToolError> {
+  CString::new(s.as_bytes()).map_err(|_| ToolError::caveman("path contains a NUL byte"))
+}
+
+/// `path.resolve`: make absolute against the process cwd.
+fn absolutize(p: &Path) -> PathBuf {
+  if p.is_absolute() {
+    normalize(p)
+  } else {
+    normalize(&std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(p))
+  }
+}
+
+/// Lexical normalization of `.` and `..` (as Node's `path.resolve` does).
+pub fn normalize(p: &Path) -> PathBuf {
+  let mut out = PathBuf::from("/");
+  for c in p.components() {
+    match c {
+      Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
+      Component::ParentDir => {
+        out.pop();
+      }
+      Component::Normal(n) => out.push(n),
+    }
+  }
+  out
+}
+
+/// The deepest existing ancestor goes through realpath; the missing tail is re-attached.
+fn canonicalize_existing_prefix(full: &Path) -> PathBuf {
+  let mut existing = full.to_path_buf();
+  let mut tail: Vec<std::ffi::OsString> = Vec::new();
+  loop {
+    if let Ok(canon) = std::fs::canonicalize(&existing) {
+      let mut out = canon;
+      for part in tail.iter().rev() {
+        out.push(part);
+      }
+      return out;
+    }
+    match existing.file_name() {
+      Some(name) => {
+        tail.push(name.to_os_string());
+        existing.pop();
+      }
+      None => return full.to_path_buf(),
+    }
+  }
+}
+
+fn open_path(path: &Path, flags: i32) -> io::Result<OwnedFd> {
+  let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+  // SAFETY: `c` is a valid NUL-terminated string; the returned fd is owned by the caller.
+  let fd = unsafe { libc::open(c.as_ptr(), flags) };
+  if fd < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  // SAFETY: `fd` was just returned by `open` and is not owned elsewhere.
+  Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens `rel` (a canonical path relative to the root) without leaving the root.
+fn open_beneath(root: &Root, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+  let rel_c = if rel.as_os_str().is_empty() {
+    CString::new(".").map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?
+  } else {
+    CString::new(rel.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?
+  };
+  match openat2_beneath(root.dir.as_raw_fd(), &rel_c, flags, mode) {
+    Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
+      walk_nofollow(root.dir.as_raw_fd(), rel, flags, mode)
+    }
+    other => other,
+  }
+}
+
+#[repr(C)]
+struct OpenHow {
+  flags: u64,
+  mode: u64,
+  resolve: u64,
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+fn openat2_beneath(dirfd: RawFd, rel: &CString, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+  let how = OpenHow {
+    flags: flags as u64,
+    mode: if flags & libc::O_CREAT != 0 { mode as u64 } else { 0 },
+    resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+  };
+  loop {
+    // SAFETY: arguments follow openat2(2); `how` lives across the call.
+    let fd = unsafe {
+      libc::syscall(
+        libc::SYS_openat2,
+        dirfd,
+        rel.as_ptr(),
+        &how as *const OpenHow,
+        std::mem::size_of::<OpenHow>(),
+      )
+    };
+    if fd >= 0 {
+      // SAFETY: the kernel returned a fresh descriptor.
+      return Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EAGAIN) || err.raw_os_error() == Some(libc::EINTR) {
+      continue;
+    }
+    return Err(err);
+  }
+}
+
+/// Fallback for kernels before 5.6: walk the canonical relative path one component at a time with
+/// `O_NOFOLLOW`, so a symlink swapped in after the check is refused (`ELOOP`).
+fn walk_nofollow(dirfd: RawFd, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+  let parts: Vec<&OsStr> = rel
+    .components()
+    .filter_map(|c| match c {
+      Component::Normal(n) => Some(n),
+      _ => None,
+    })
+    .collect();
+  if parts.is_empty() {
+    let dot = CString::new(".").map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    return openat(dirfd, &dot, flags, mode);
+  }
+  let mut current: Option<OwnedFd> = None;
+  for (i, part) in parts.iter().enumerate() {
+    let c = CString::new(part.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let base = current.as_ref().map(|f| f.as_raw_fd()).unwrap_or(dirfd);
+    let last = i + 1 == parts.len();
+    let f = if last { flags | libc::O_NOFOLLOW } else { libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC };
+    let next = openat(base, &c, f, mode)?;
+    if !last {
+      // An O_PATH|O_NOFOLLOW open of a symlink succeeds on the link itself; refuse it.
+      let mut st: libc::stat = unsafe { std::mem::zeroed() };
+      // SAFETY: `next` is a valid descriptor and `st` is writable.
+      if unsafe { libc::fstat(next.as_raw_fd(), &mut st) } == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK {
+        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+      }
+    }
+    current = Some(next);
+  }
+  current.ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
+}
+
+pub(crate) fn openat(dirfd: RawFd, name: &CString, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+  // SAFETY: valid dirfd and NUL-terminated name; fd ownership passes to the caller.
+  let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags, mode as libc::c_uint) };
+  if fd < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  // SAFETY: fresh descriptor from openat.
+  Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use std::os::unix::fs::symlink;
+
+  fn setup() -> (tempfile::TempDir, Workspace, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("nested")).unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "secret").unwrap();
+    std::fs::write(ws.join("a.txt"), "a").unwrap();
+    symlink(dir.path(), ws.join("nested/escape")).unwrap();
+    symlink(ws.join("a.txt"), ws.join("inside-link")).unwrap();
+    let w = Workspace::new(&ws);
+    (dir, w, ws)
+  }
+
+  #[test]
+  fn refuses_dotdot_absolute_and_outward_symlinks() {
+    let (dir, w, _) = setup();
+    for c in ["../secret.txt", "nested/escape/secret.txt", "nested/../../secret.txt"] {
+      let e = w.resolve(c).unwrap_err();
+      assert_eq!(e.message, format!("caveman-code: path escapes the workspace: {c}"));
+    }
+    let abs = dir.path().join("secret.txt");
+    assert!(w.resolve(abs.to_str().unwrap()).is_err());
+  }
+
+  #[test]
+  fn allows_inside_paths_absolute_and_inward_symlinks() {
+    let (_dir, w, ws) = setup();
+    assert_eq!(w.resolve("a.txt").unwrap().rel, PathBuf::from("a.txt"));
+    assert_eq!(w.resolve("nested/../a.txt").unwrap().rel, PathBuf::from("a.txt"));
+    let abs = ws.canonicalize().unwrap().join("a.txt");
+    assert_eq!(w.resolve(abs.to_str().unwrap()).unwrap().rel, PathBuf::from("a.txt"));
+    assert_eq!(w.resolve("inside-link").unwrap().rel, PathBuf::from("a.txt"));
+    assert_eq!(w.resolve("new/dir/file.txt").unwrap().rel, PathBuf::from("new/dir/file.txt"));
+    assert_eq!(w.resolve(".").unwrap().rel, PathBuf::new());
+  }
+
+  #[test]
+  fn swapped_directory_cannot_escape_at_open_time() {
+    let (dir, w, ws) = setup();
+    std::fs::create_dir(ws.join("sub")).unwrap();
+    std::fs::write(ws.join("sub/secret.txt"), "inside").unwrap();
+    let resolved = w.resolve("sub/secret.txt").unwrap();
+    // The race: after the check, `sub` becomes a symlink to the directory holding secret.txt.
+    std::fs::remove_dir_all(ws.join("sub")).unwrap();
+    symlink(dir.path(), ws.join("sub")).unwrap();
+    let err = w.open_read("sub/secret.txt", &resolved, "open").unwrap_err();
+    assert_eq!(err.message, "caveman-code: path escapes the workspace: sub/secret.txt");
+    // The same refusal from the fallback walk.
+    let root = w.root().unwrap();
+    let e = walk_nofollow(root.dir.as_raw_fd(), &resolved.rel, libc::O_RDONLY, 0).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+  }
+
+  #[test]
+  fn missing_workspace_is_enoent_at_first_use() {
+    let w = Workspace::new("/definitely/not/here/knap");
+    let e = w.resolve("a").unwrap_err();
+    assert_eq!(e.code, "ENOENT");
+  }
+}

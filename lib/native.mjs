@@ -1,0 +1,85 @@
+// Loads the generated napi loader (CommonJS) and shares small helpers of the JS layer.
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+export const native = require("../index.js");
+
+/** A JS `Error` carrying the reference's message and a stable `code`. */
+export function codedError(code, message = code, cause) {
+  const error = cause === undefined ? new Error(message) : new Error(message, { cause });
+  error.code = code;
+  return error;
+}
+
+/** Node's own AbortError shape, for aborted tool calls. */
+export function abortError(signal) {
+  const error = new Error("The operation was aborted", signal?.reason === undefined ? undefined : { cause: signal.reason });
+  error.name = "AbortError";
+  error.code = "ABORT_ERR";
+  return error;
+}
+
+/** Forwards an AbortSignal to a native CancelToken; returns [token, dispose]. */
+export function cancelTokenFor(signal) {
+  if (!signal) return [undefined, () => {}];
+  const token = new native.CancelToken();
+  if (signal.aborted) {
+    token.cancel();
+    return [token, () => {}];
+  }
+  const onAbort = () => token.cancel();
+  signal.addEventListener("abort", onAbort, { once: true });
+  return [token, () => signal.removeEventListener("abort", onAbort)];
+}
+
+/** Rethrows a native constructor error with its code (napi puts our code in `error.code`). */
+export function rethrowNative(error) {
+  if (error && typeof error === "object" && typeof error.code === "string" && error.message) {
+    throw codedError(error.code, error.message);
+  }
+  throw error;
+}
+
+function encodeDecision(value) {
+  if (value === undefined) return "u";
+  try {
+    const json = JSON.stringify(value);
+    return json === undefined ? "x" : "j" + json;
+  } catch {
+    return "x";
+  }
+}
+
+/**
+ * Wraps a user `toolPolicy` for the native evaluator: the policy receives a frozen input and
+ * may answer with a value or a Promise; the answer travels to Rust as an encoded string and
+ * Rust judges it. `onError` sees what a throwing or rejecting policy threw (kept as `cause`).
+ */
+export function wrapPolicy(policy, onError) {
+  return (inputJson) => {
+    const input = JSON.parse(inputJson);
+    Object.freeze(input);
+    let answer;
+    try {
+      answer = policy(input);
+    } catch (error) {
+      onError?.(error);
+      throw error;
+    }
+    if (answer !== null && (typeof answer === "object" || typeof answer === "function") && typeof answer.then === "function") {
+      return Promise.resolve(answer).then(encodeDecision, (error) => {
+        onError?.(error);
+        throw error instanceof Error ? error : new Error(String(error));
+      });
+    }
+    return encodeDecision(answer);
+  };
+}
+
+export function deepFreeze(value) {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const key of Object.keys(value)) deepFreeze(value[key]);
+  }
+  return value;
+}

@@ -1,0 +1,27 @@
+//! The napi binding: converts types and implements core traits over JS callbacks. No tool
+//! logic lives here; see `crates/knap-core`.
+
+mod policy;
+mod shell_tools;
+
+pub use policy::*;
+pub use shell_tools::*;
+
+use napi_derive::napi;
+
+/// `TOOL_POLICY_TIMEOUT_MS` of the reference: 10,000 ms.
+#[napi]
+pub const TOOL_POLICY_TIMEOUT_MS: u32 = knap_core::limits::TOOL_POLICY_TIMEOUT_MS as u32;
+
+/// A JS error code for a thrown `napi::Error` (becomes `error.code`).
+pub struct ErrorCode(pub String);
+
+impl AsRef<str> for ErrorCode {
+  fn as_ref(&self) -> &str {
+    &self.0
+  }
+}
+
+pub(crate) fn coded_error(err: knap_core::ToolError) -> napi::Error<ErrorCode> {
+  napi::Error::new(ErrorCode(err.code), err.message)
+}

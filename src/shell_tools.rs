@@ -1,0 +1,126 @@
+//! `NativeShellTools`: the binding of `knap_core::tools::ShellTools`.
+
+use std::sync::Arc;
+
+use knap_core::tools::{ShellTools, ShellToolsConfig};
+use napi_derive::napi;
+use tokio_util::sync::CancellationToken;
+
+use crate::{coded_error, ErrorCode};
+
+#[napi(object)]
+pub struct BindingShellToolsOptions {
+  pub workspace: String,
+  pub tools: Option<Vec<String>>,
+  /// Tool name → cap in bytes.
+  pub output_caps: Option<std::collections::HashMap<String, f64>>,
+}
+
+/// One tool's description, as the plain tool object shows it.
+#[napi(object)]
+pub struct BindingToolSpec {
+  pub name: String,
+  pub description: String,
+  pub effect: String,
+  pub speculative: bool,
+  pub timeout_ms: u32,
+  /// JSON Schema of the input, as JSON text.
+  pub input_json: String,
+}
+
+/// A settled tool call: `text` (and `label` for `onOutput`) on success, else `code` and
+/// `message` for the JS `Error`.
+#[napi(object)]
+pub struct BindingToolResult {
+  pub ok: bool,
+  pub text: Option<String>,
+  pub label: Option<String>,
+  pub code: Option<String>,
+  pub message: Option<String>,
+}
+
+impl BindingToolResult {
+  pub fn from_core(r: std::result::Result<knap_core::tools::ToolOutput, knap_core::ToolError>) -> Self {
+    match r {
+      Ok(out) => Self { ok: true, text: Some(out.text), label: out.label, code: None, message: None },
+      Err(e) => Self { ok: false, text: None, label: None, code: Some(e.code), message: Some(e.message) },
+    }
+  }
+}
+
+/// Cancels native work (an `AbortSignal` forwards `abort` here).
+#[napi]
+pub struct CancelToken {
+  pub(crate) token: CancellationToken,
+}
+
+#[napi]
+impl CancelToken {
+  #[napi(constructor)]
+  pub fn new() -> Self {
+    Self { token: CancellationToken::new() }
+  }
+
+  #[napi]
+  pub fn cancel(&self) {
+    self.token.cancel();
+  }
+
+  #[napi(getter)]
+  pub fn cancelled(&self) -> bool {
+    self.token.is_cancelled()
+  }
+}
+
+impl Default for CancelToken {
+  fn default() -> Self {
+    Self::new()
+  }
+}
+
+#[napi]
+pub struct NativeShellTools {
+  pub(crate) inner: Arc<ShellTools>,
+}
+
+#[napi]
+impl NativeShellTools {
+  /// Throws `cave_shell_tool_unknown:<name>` / `cave_shell_tool_duplicate:<name>` with that code.
+  #[napi(constructor)]
+  pub fn new(options: BindingShellToolsOptions) -> napi::Result<Self, ErrorCode> {
+    let mut config = ShellToolsConfig::new(options.workspace);
+    config.tools = options.tools;
+    config.output_caps = options.output_caps.unwrap_or_default().into_iter().collect();
+    let inner = ShellTools::new(config).map_err(coded_error)?;
+    Ok(Self { inner: Arc::new(inner) })
+  }
+
+  #[napi]
+  pub fn specs(&self) -> Vec<BindingToolSpec> {
+    self
+      .inner
+      .specs()
+      .into_iter()
+      .map(|s| BindingToolSpec {
+        name: s.name.to_string(),
+        description: s.description,
+        effect: s.effect.to_string(),
+        speculative: s.speculative,
+        timeout_ms: s.timeout_ms as u32,
+        input_json: s.input.to_string(),
+      })
+      .collect()
+  }
+
+  /// Runs one tool off the JS thread. `inputJson` is the tool input as JSON text.
+  #[napi]
+  pub async fn execute(&self, name: String, input_json: String, cancel: Option<&CancelToken>) -> BindingToolResult {
+    let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
+    let tools = self.inner.clone();
+    let input: serde_json::Value = match serde_json::from_str(&input_json) {
+      Ok(v) => v,
+      Err(_) => return BindingToolResult::from_core(Err(knap_core::ToolError::coded("cave_tool_arguments_invalid"))),
+    };
+    BindingToolResult::from_core(tools.execute(&name, &input, token).await)
+  }
+}

@@ -1,9 +1,11 @@
 //! The napi binding: converts types and implements core traits over JS callbacks. No tool
 //! logic lives here; see `crates/knap-core`.
 
+mod kernel;
 mod policy;
 mod shell_tools;
 
+pub use kernel::*;
 pub use policy::*;
 pub use shell_tools::*;
 

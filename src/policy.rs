@@ -18,7 +18,22 @@ use napi_derive::napi;
 #[napi]
 pub type JsPolicyFn = ThreadsafeFunction<String, Either<Promise<String>, String>, String, Status, false, true>;
 
-pub struct JsPolicy(pub Arc<JsPolicyFn>);
+/// A policy over a JS function. Enveloped policies share a run's dispatcher and are sent
+/// `{"k":"policy","input":…}` instead of the bare input.
+pub struct JsPolicy {
+  f: Arc<JsPolicyFn>,
+  enveloped: bool,
+}
+
+impl JsPolicy {
+  pub fn bare(f: Arc<JsPolicyFn>) -> Self {
+    Self { f, enveloped: false }
+  }
+
+  pub fn enveloped(f: Arc<JsPolicyFn>) -> Self {
+    Self { f, enveloped: true }
+  }
+}
 
 pub(crate) fn decode_answer(s: &str) -> PolicyAnswer {
   match s.as_bytes().first() {
@@ -31,8 +46,9 @@ pub(crate) fn decode_answer(s: &str) -> PolicyAnswer {
 
 impl ToolPolicy for JsPolicy {
   fn evaluate(&self, input: &PolicyInput) -> BoxFuture<std::result::Result<PolicyAnswer, String>> {
-    let f = self.0.clone();
-    let json = serde_json::to_string(input).unwrap_or_else(|_| "{}".to_string());
+    let f = self.f.clone();
+    let input = serde_json::to_value(input).unwrap_or_default();
+    let json = if self.enveloped { serde_json::json!({"k": "policy", "input": input}).to_string() } else { input.to_string() };
     Box::pin(async move {
       let raw = match f.call_async_catch(json).await {
         Err(e) => return Err(e.reason.clone()),
@@ -64,7 +80,7 @@ pub async fn decide_tool_call_native(policy: Arc<JsPolicyFn>, input_json: String
     }
   };
   let timeout = timeout_ms.map(|ms| Duration::from_millis(ms as u64)).unwrap_or_else(knap_core::policy::default_timeout);
-  match decide_tool_call(&JsPolicy(policy), &input, timeout).await {
+  match decide_tool_call(&JsPolicy::bare(policy), &input, timeout).await {
     Ok(None) => BindingDecision { outcome: "allow".into(), reason: None, code: None, cause: None },
     Ok(Some(d)) => BindingDecision { outcome: "deny".into(), reason: Some(d.reason), code: None, cause: None },
     Err(e) => BindingDecision {

@@ -1,6 +1,8 @@
 //! `NativeShellTools`: the binding of `knap_core::tools::ShellTools`.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use knap_core::tools::{ShellTools, ShellToolsConfig};
 use napi_derive::napi;
@@ -81,6 +83,20 @@ impl Default for CancelToken {
 #[napi]
 pub struct NativeShellTools {
   pub(crate) inner: Arc<ShellTools>,
+  id: u32,
+}
+
+/// Tool sets the kernel may dispatch to natively, by id. Weak: a tool set lives as long as its
+/// JS object.
+fn registry() -> &'static Mutex<HashMap<u32, Weak<ShellTools>>> {
+  static REGISTRY: OnceLock<Mutex<HashMap<u32, Weak<ShellTools>>>> = OnceLock::new();
+  REGISTRY.get_or_init(Mutex::default)
+}
+
+static NEXT_TOOLSET: AtomicU32 = AtomicU32::new(1);
+
+pub(crate) fn toolset_by_id(id: u32) -> Option<Arc<ShellTools>> {
+  registry().lock().ok()?.get(&id)?.upgrade()
 }
 
 #[napi]
@@ -91,8 +107,19 @@ impl NativeShellTools {
     let mut config = ShellToolsConfig::new(options.workspace);
     config.tools = options.tools;
     config.output_caps = options.output_caps.unwrap_or_default().into_iter().collect();
-    let inner = ShellTools::new(config).map_err(coded_error)?;
-    Ok(Self { inner: Arc::new(inner) })
+    let inner = Arc::new(ShellTools::new(config).map_err(coded_error)?);
+    let id = NEXT_TOOLSET.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut map) = registry().lock() {
+      map.retain(|_, w| w.strong_count() > 0);
+      map.insert(id, Arc::downgrade(&inner));
+    }
+    Ok(Self { inner, id })
+  }
+
+  /// The id the kernel uses to run these tools natively.
+  #[napi(getter)]
+  pub fn id(&self) -> u32 {
+    self.id
   }
 
   #[napi]

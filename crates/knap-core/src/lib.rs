@@ -5,6 +5,7 @@
 pub mod cap;
 pub mod error;
 pub mod exec;
+pub mod kernel;
 pub mod limits;
 pub mod policy;
 pub mod store;

@@ -1,0 +1,12 @@
+//! The agent kernel: the run loop of `@caveman-ai/agent`'s `run()`, in Rust. The host (Node)
+//! supplies the model transport, user tools, the policy and the event sink; native shell tools
+//! run here with no round trip through JS.
+
+pub mod budget;
+pub mod host;
+pub mod receipt;
+mod run;
+pub mod schema;
+pub mod spec;
+
+pub use run::{run_agent, Prepared, RunFailure};

@@ -1,0 +1,248 @@
+//! What a run is given: the agent graph and the run options, as the JS layer sends them (JSON,
+//! camelCase). Validation of option values happens here, before any work.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::limits::*;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRef {
+  /// The JS side's handle for the model object (the transport looks it up).
+  pub key: u32,
+  pub provider: String,
+  pub id: String,
+  #[serde(default)]
+  pub context_window: Option<u64>,
+  #[serde(default)]
+  pub max_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextSpec {
+  pub id: String,
+  pub text: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputSpec {
+  pub max_tokens: u64,
+  #[serde(default)]
+  pub schema: Option<Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSpec {
+  pub id: String,
+  pub instructions: String,
+  #[serde(default)]
+  pub contexts: Vec<ContextSpec>,
+  #[serde(default)]
+  pub output: Option<OutputSpec>,
+  pub model: ModelRef,
+  pub sandbox: String,
+  #[serde(default)]
+  pub reasoning: Option<String>,
+  #[serde(default)]
+  pub tools: Vec<ToolSpec>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSpec {
+  pub name: String,
+  pub description: String,
+  pub input: Value,
+  pub effect: String,
+  pub timeout_ms: u64,
+  #[serde(default = "default_result")]
+  pub result: String,
+  #[serde(default)]
+  pub allow_repeat: bool,
+  #[serde(default)]
+  pub output: Option<Value>,
+  pub runtime: ToolRuntime,
+}
+
+fn default_result() -> String {
+  "auto".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum ToolRuntime {
+  /// A `shellTools()` tool, run inside Rust (`toolset` is the native registry id).
+  #[serde(rename_all = "camelCase")]
+  Native { toolset: u32, has_on_output: bool },
+  /// A user tool whose `execute` lives in JS (`key` is the JS handle).
+  Host { key: u32 },
+  /// A `subagent()` tool.
+  #[serde(rename_all = "camelCase")]
+  Subagent {
+    agent: Box<AgentSpec>,
+    max_input_chars: u64,
+    max_calls: u32,
+    #[serde(default)]
+    max_cost_usd: Option<f64>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    max_context_tokens: u64,
+  },
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetSpec {
+  pub max_usd: Option<f64>,
+  pub max_tokens: Option<f64>,
+  pub initial_usd: Option<f64>,
+  pub initial_tokens: Option<f64>,
+  pub output_floor_tokens: Option<f64>,
+  pub on_exhausted: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BreakerSpec {
+  pub repeated_tool_calls: Option<f64>,
+  pub repeated_tool_call_window_turns: Option<f64>,
+  pub no_progress_turns: Option<f64>,
+  pub max_tool_calls_per_turn: Option<f64>,
+  pub retry: Option<Value>,
+}
+
+/// Breakers with their defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Breakers {
+  pub repeated_tool_calls: u32,
+  pub window_turns: u32,
+  pub no_progress_turns: u32,
+  pub max_tool_calls_per_turn: u32,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RunOptionsSpec {
+  pub run_id: String,
+  pub max_model_calls: Option<f64>,
+  pub max_tool_calls: Option<f64>,
+  pub deadline_ms: Option<f64>,
+  pub max_subagent_depth: Option<f64>,
+  pub budget: Option<BudgetSpec>,
+  pub breakers: Option<BreakerSpec>,
+  pub max_cost_usd: Option<f64>,
+  #[serde(default)]
+  pub has_policy: bool,
+  /// The user message's content parts (`[{type:"text",text}]`, images).
+  pub input: Value,
+}
+
+/// An option error: thrown as a plain `Error` before the run starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptionError {
+  pub code: String,
+  pub message: String,
+}
+
+impl OptionError {
+  fn new(code: &str, detail: &str) -> Self {
+    Self { code: code.into(), message: format!("{code}: {detail}") }
+  }
+}
+
+/// Run options after validation.
+#[derive(Debug, Clone)]
+pub struct RunLimits {
+  pub max_model_calls: u32,
+  pub max_tool_calls: u32,
+  pub deadline_ms: Option<u64>,
+  pub max_subagent_depth: u32,
+  pub breakers: Option<Breakers>,
+}
+
+fn positive_int(v: Option<f64>, default: u32, code: &str, max: f64) -> Result<u32, OptionError> {
+  match v {
+    None => Ok(default),
+    Some(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 && f <= max => Ok(f as u32),
+    Some(f) => Err(OptionError::new(code, &format!("expected a positive integer, got {f}"))),
+  }
+}
+
+impl RunOptionsSpec {
+  pub fn limits(&self) -> Result<RunLimits, OptionError> {
+    let max_model_calls = positive_int(self.max_model_calls, DEFAULT_MAX_MODEL_CALLS, "cave_max_model_calls_invalid", u32::MAX as f64)?;
+    let max_tool_calls = positive_int(self.max_tool_calls, DEFAULT_MAX_TOOL_CALLS, "cave_max_tool_calls_invalid", u32::MAX as f64)?;
+    let deadline_ms = match self.deadline_ms {
+      None => None,
+      Some(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 && f <= MAX_SAFE_INTEGER => Some(f as u64),
+      Some(f) => return Err(OptionError::new("cave_run_deadline_invalid", &format!("deadlineMs must be a positive safe integer, got {f}"))),
+    };
+    let max_subagent_depth = positive_int(
+      self.max_subagent_depth,
+      DEFAULT_SUBAGENT_DEPTH,
+      "cave_subagent_depth_limit_invalid",
+      ABSOLUTE_SUBAGENT_DEPTH_LIMIT as f64,
+    )?;
+    let breakers = match &self.breakers {
+      None => None,
+      Some(b) => {
+        let t = |v: Option<f64>, d: u32| positive_int(v, d, "cave_breaker_threshold_invalid", u32::MAX as f64);
+        if b.retry.is_some() && self.budget.is_none() {
+          return Err(OptionError::new("cave_breaker_retry_requires_budget", "breakers.retry needs a budget"));
+        }
+        Some(Breakers {
+          repeated_tool_calls: t(b.repeated_tool_calls, BREAKER_REPEATED_TOOL_CALLS)?,
+          window_turns: t(b.repeated_tool_call_window_turns, BREAKER_REPEATED_WINDOW_TURNS)?,
+          no_progress_turns: t(b.no_progress_turns, BREAKER_NO_PROGRESS_TURNS)?,
+          max_tool_calls_per_turn: t(b.max_tool_calls_per_turn, BREAKER_MAX_TOOL_CALLS_PER_TURN)?,
+        })
+      }
+    };
+    if self.budget.is_some() && self.max_cost_usd.is_some() {
+      return Err(OptionError::new("cave_budget_conflicting_cap", "budget and maxCostUsd cannot be combined"));
+    }
+    if let Some(m) = self.max_cost_usd {
+      if !(m.is_finite() && m > 0.0) {
+        return Err(OptionError { code: "cave_agent_definition_invalid".into(), message: "caveman agent: run maxCostUsd must be positive".into() });
+      }
+    }
+    Ok(RunLimits { max_model_calls, max_tool_calls, deadline_ms, max_subagent_depth, breakers })
+  }
+
+  /// `RunBudget` normalization.
+  pub fn budget(&self) -> Result<Option<super::budget::Meter>, OptionError> {
+    use super::budget::{Denomination, Meter};
+    let Some(b) = &self.budget else {
+      return Ok(self.max_cost_usd.map(|m| Meter::new(Denomination::Usd, m, None, None)));
+    };
+    let (denom, max, initial) = match (b.max_usd, b.max_tokens) {
+      (Some(m), None) if b.initial_tokens.is_none() => (Denomination::Usd, m, b.initial_usd),
+      (None, Some(m)) if b.initial_usd.is_none() => (Denomination::Tokens, m, b.initial_tokens),
+      _ => return Err(OptionError::new("cave_budget_denomination_ambiguous", "set exactly one of budget.maxUsd and budget.maxTokens")),
+    };
+    let tokens = denom == Denomination::Tokens;
+    if !(max.is_finite() && max > 0.0) || (tokens && (max.fract() != 0.0 || max > MAX_SAFE_INTEGER)) {
+      return Err(OptionError::new("cave_budget_max_invalid", &format!("budget max must be positive, got {max}")));
+    }
+    if let Some(i) = initial {
+      if !(i.is_finite() && i > 0.0 && i <= max) || (tokens && i.fract() != 0.0) {
+        return Err(OptionError::new("cave_budget_initial_invalid", &format!("budget initial must be positive and at most max, got {i}")));
+      }
+    }
+    let floor = match b.output_floor_tokens {
+      None => None,
+      Some(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 => Some(f as u64),
+      Some(f) => return Err(OptionError::new("cave_budget_output_floor_invalid", &format!("outputFloorTokens must be a positive integer, got {f}"))),
+    };
+    if let Some(o) = &b.on_exhausted {
+      if o != "compact" && o != "stop" {
+        return Err(OptionError::new("cave_budget_on_exhausted_invalid", &format!("onExhausted must be \"compact\" or \"stop\", got {o:?}")));
+      }
+    }
+    Ok(Some(Meter::new(denom, max, initial, floor)))
+  }
+}

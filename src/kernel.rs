@@ -1,0 +1,164 @@
+//! `NativeRun`: one `run()`/`stream()` of the Rust kernel. Everything the kernel asks of JS
+//! (model turns, user tools, the policy, events, `onOutput`) goes through one weak threadsafe
+//! function, the run's dispatcher, so events and calls reach JS in the order Rust made them.
+
+use std::sync::Arc;
+
+use knap_core::exec::BoxFuture;
+use knap_core::kernel::host::{Host, HostToolCall, ModelCall};
+use knap_core::kernel::spec::{AgentSpec, RunOptionsSpec};
+use knap_core::kernel::{run_agent, Prepared};
+use knap_core::policy::ToolPolicy;
+use knap_core::tools::ShellTools;
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi_derive::napi;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::policy::{JsPolicy, JsPolicyFn};
+use crate::shell_tools::toolset_by_id;
+
+/// How a run ended: `phase` is `"options"` (invalid options: throw a plain Error before the
+/// run), `"run"` (a run error: `message` and `receiptJson`), or `"done"` (`resultJson`).
+#[napi(object)]
+pub struct BindingRunOutcome {
+  pub phase: String,
+  pub code: Option<String>,
+  pub message: Option<String>,
+  pub receipt_json: Option<String>,
+  pub result_json: Option<String>,
+}
+
+struct JsHost {
+  dispatch: Arc<JsPolicyFn>,
+  policy: Option<Arc<dyn ToolPolicy>>,
+}
+
+impl JsHost {
+  fn send(&self, msg: Value) {
+    let _ = self.dispatch.call(msg.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
+  }
+
+  fn ask(&self, msg: Value) -> BoxFuture<std::result::Result<String, String>> {
+    let f = self.dispatch.clone();
+    let text = msg.to_string();
+    Box::pin(async move {
+      match f.call_async_catch(text).await {
+        Err(e) => Err(e.reason.clone()),
+        Ok(Either::A(promise)) => promise.await.map_err(|e| e.reason.clone()),
+        Ok(Either::B(s)) => Ok(s),
+      }
+    })
+  }
+}
+
+impl Host for JsHost {
+  fn emit(&self, event: Value) {
+    self.send(json!({"k": "event", "event": event}));
+  }
+
+  fn model_call(&self, call: ModelCall) -> BoxFuture<std::result::Result<Value, String>> {
+    let reply = self.ask(json!({
+      "k": "model", "conversation": call.conversation, "modelKey": call.model_key, "append": call.append,
+      "systemPrompt": call.system_prompt, "tools": call.tools, "maxTokens": call.max_tokens, "reasoning": call.reasoning
+    }));
+    Box::pin(async move {
+      let text = reply.await?;
+      serde_json::from_str(&text).map_err(|e| format!("cave_provider_terminal_error: unreadable assistant message: {e}"))
+    })
+  }
+
+  fn tool_call(&self, call: HostToolCall) -> BoxFuture<std::result::Result<String, String>> {
+    self.ask(json!({
+      "k": "tool", "callId": call.call_id, "key": call.key, "args": call.args,
+      "toolCallId": call.tool_call_id, "parentToolCallId": call.parent_tool_call_id
+    }))
+  }
+
+  fn abort_tool(&self, call_id: u64) {
+    self.send(json!({"k": "abortTool", "callId": call_id}));
+  }
+
+  fn on_output(&self, toolset: u32, label: &str, text: &str) {
+    self.send(json!({"k": "output", "toolset": toolset, "label": label, "text": text}));
+  }
+
+  fn policy(&self) -> Option<Arc<dyn ToolPolicy>> {
+    self.policy.clone()
+  }
+
+  fn native_toolset(&self, id: u32) -> Option<Arc<ShellTools>> {
+    toolset_by_id(id)
+  }
+}
+
+#[napi]
+pub struct NativeRun {
+  cancel: CancellationToken,
+}
+
+#[napi]
+impl NativeRun {
+  #[napi(constructor)]
+  pub fn new() -> Self {
+    Self { cancel: CancellationToken::new() }
+  }
+
+  /// Aborts the run: the model call is dropped and running tools are killed.
+  #[napi]
+  pub fn cancel(&self) {
+    self.cancel.cancel();
+  }
+
+  /// Runs the agent described by `agentJson` with `optionsJson`. `dispatch` receives JSON
+  /// messages `{k: "event" | "model" | "tool" | "abortTool" | "policy" | "output", …}`.
+  #[napi]
+  pub async fn start(&self, agent_json: String, options_json: String, dispatch: Arc<JsPolicyFn>) -> BindingRunOutcome {
+    let options_error = |code: &str, message: String| BindingRunOutcome {
+      phase: "options".into(),
+      code: Some(code.into()),
+      message: Some(message),
+      receipt_json: None,
+      result_json: None,
+    };
+    let agent: AgentSpec = match serde_json::from_str(&agent_json) {
+      Ok(a) => a,
+      Err(e) => return options_error("cave_agent_definition_invalid", format!("cave_agent_definition_invalid: {e}")),
+    };
+    let options: RunOptionsSpec = match serde_json::from_str(&options_json) {
+      Ok(o) => o,
+      Err(e) => return options_error("cave_run_options_invalid", format!("cave_run_options_invalid: {e}")),
+    };
+    let has_policy = options.has_policy;
+    let prepared = match Prepared::new(options) {
+      Ok(p) => p,
+      Err(e) => return options_error(&e.code, e.message),
+    };
+    let policy: Option<Arc<dyn ToolPolicy>> =
+      if has_policy { Some(Arc::new(JsPolicy::enveloped(dispatch.clone()))) } else { None };
+    let host = Arc::new(JsHost { dispatch, policy });
+    match run_agent(host, agent, prepared, self.cancel.clone()).await {
+      Ok(result) => BindingRunOutcome {
+        phase: "done".into(),
+        code: None,
+        message: None,
+        receipt_json: None,
+        result_json: Some(result.to_string()),
+      },
+      Err(f) => BindingRunOutcome {
+        phase: "run".into(),
+        code: None,
+        message: Some(f.message),
+        receipt_json: Some(f.receipt.to_string()),
+        result_json: None,
+      },
+    }
+  }
+}
+
+impl Default for NativeRun {
+  fn default() -> Self {
+    Self::new()
+  }
+}

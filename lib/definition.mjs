@@ -1,0 +1,208 @@
+// Definition primitives: agent(), tool(), schema, output(), subagent(), context(), file().
+// Plain frozen objects with the reference's fields and validation messages; the kernel reads
+// them when a run starts.
+
+const OPTIONAL = Symbol.for("knap.schema.optional");
+const EFFECTS = new Set(["read", "write", "idempotent", "external"]);
+const SANDBOXES = new Set(["required", "fixture", "host"]);
+const RESULT_POLICIES = new Set(["auto", "inline", "page", "compress", "exact_ccr"]);
+const AGENT_ID = /^[a-z0-9][a-z0-9_-]{0,95}$/;
+const TOOL_NAME = /^[a-zA-Z][a-zA-Z0-9_-]{0,127}$/;
+const SHA256 = /^[a-f0-9]{64}$/;
+const DEFAULT_TOOL_TIMEOUT_MS = 30_000;
+
+function fail(message) {
+  throw new Error(`caveman agent: ${message}`);
+}
+
+const isPositiveInteger = (n) => Number.isSafeInteger(n) && n > 0;
+
+function strip(schemaObject) {
+  const { [OPTIONAL]: _optional, ...rest } = schemaObject;
+  return rest;
+}
+
+/** JSON Schema builders with TypeBox's names (`schema.object`, `schema.string`, …). */
+export const schema = Object.freeze({
+  any: (options = {}) => ({ ...options }),
+  string: (options = {}) => ({ ...options, type: "string" }),
+  number: (options = {}) => ({ ...options, type: "number" }),
+  integer: (options = {}) => ({ ...options, type: "integer" }),
+  boolean: (options = {}) => ({ ...options, type: "boolean" }),
+  null: (options = {}) => ({ ...options, type: "null" }),
+  literal: (value, options = {}) => ({ ...options, const: value, type: value === null ? "null" : typeof value }),
+  array: (items, options = {}) => ({ ...options, type: "array", items: strip(items) }),
+  union: (variants, options = {}) => ({ ...options, anyOf: variants.map(strip) }),
+  enum: (values, options = {}) => ({ ...options, enum: [...values] }),
+  optional: (inner) => ({ ...inner, [OPTIONAL]: true }),
+  object: (properties, options = {}) => {
+    const props = {};
+    const required = [];
+    for (const [key, value] of Object.entries(properties)) {
+      props[key] = strip(value);
+      if (!value[OPTIONAL]) required.push(key);
+    }
+    return { ...options, type: "object", properties: props, ...(required.length ? { required } : {}) };
+  },
+});
+
+function deepFreeze(value) {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const key of Object.keys(value)) deepFreeze(value[key]);
+  }
+  return value;
+}
+
+/** Converts a Standard Schema (zod 4 etc.) or a JSON Schema into plain JSON Schema. */
+function inputJsonSchema(input, options) {
+  if (options.inputJSONSchema) return JSON.parse(JSON.stringify(options.inputJSONSchema));
+  if (input && typeof input === "object" && input["~standard"]) {
+    const toJSON = input["~standard"].jsonSchema?.input ?? input.toJSONSchema;
+    if (typeof input.toJSONSchema === "function") return input.toJSONSchema();
+    if (typeof toJSON === "function") return toJSON({ target: "draft-07" });
+    fail(`tool ${JSON.stringify(options.name)} input is a Standard Schema without JSON Schema; pass inputJSONSchema`);
+  }
+  return JSON.parse(JSON.stringify(input ?? { type: "object", properties: {} }));
+}
+
+export function tool(options) {
+  if (!options || typeof options !== "object") fail("tool options are required");
+  const { name, description, effect } = options;
+  if (typeof name !== "string" || !TOOL_NAME.test(name)) fail(`invalid tool name ${JSON.stringify(name)}`);
+  if (typeof description !== "string") fail(`tool ${JSON.stringify(name)} needs a description`);
+  if (!EFFECTS.has(effect)) fail(`unknown tool effect ${JSON.stringify(effect)}`);
+  if (options.speculative && effect !== "read") fail("speculative tool must be read-only");
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
+  if (!isPositiveInteger(timeoutMs)) fail("tool timeoutMs must be a positive integer");
+  if (options.schemaSemanticsSHA256 !== undefined && !SHA256.test(options.schemaSemanticsSHA256)) {
+    fail("schemaSemanticsSHA256 must be lowercase SHA-256");
+  }
+  const result = options.result ?? "auto";
+  if (typeof result === "string" && !RESULT_POLICIES.has(result)) fail(`unknown tool result policy ${JSON.stringify(result)}`);
+  const standardInput = options.input && typeof options.input === "object" && options.input["~standard"] ? options.input : undefined;
+  const userExecute = options.execute;
+  const execute = async (input, signal, context) => {
+    if (typeof userExecute !== "function") throw new Error(`cave_tool_definition_invalid:${name}`);
+    let value = input;
+    if (standardInput) {
+      const checked = await standardInput["~standard"].validate(input);
+      if (checked.issues) throw new Error(`cave_tool_input_schema_mismatch:${name}`);
+      value = checked.value;
+    }
+    return userExecute(value, signal, context);
+  };
+  const definition = {
+    kind: "tool",
+    name,
+    description,
+    input: deepFreeze(inputJsonSchema(options.input, options)),
+    ...(options.output !== undefined ? { output: deepFreeze(JSON.parse(JSON.stringify(options.output))) } : {}),
+    effect,
+    result,
+    ...(options.allowRepeat !== undefined ? { allowRepeat: Boolean(options.allowRepeat) } : {}),
+    ...(options.speculative !== undefined ? { speculative: Boolean(options.speculative) } : {}),
+    timeoutMs,
+    ...(options.runtime !== undefined ? { runtime: options.runtime } : {}),
+    execute,
+  };
+  return Object.freeze(definition);
+}
+
+export function output(options) {
+  const maxTokens = options?.maxTokens;
+  if (!isPositiveInteger(maxTokens)) fail("output maxTokens must be a positive integer");
+  return Object.freeze({ kind: "output", maxTokens, ...(options.schema !== undefined ? { schema: options.schema } : {}) });
+}
+
+export function file(path) {
+  if (typeof path !== "string" || path === "") fail("file path is required");
+  return Object.freeze({ kind: "file", path });
+}
+
+export function context(options) {
+  const { id, kind, source, stability } = options ?? {};
+  return Object.freeze({
+    kind: "context",
+    id,
+    contextKind: kind,
+    source,
+    stability,
+    safety: options.safety ?? "S0",
+    priority: options.priority ?? "required",
+    recovery: options.recovery ?? "none",
+    cacheRegion: options.cacheRegion ?? (stability === "build" ? "frozen_prefix" : "live_zone"),
+    privacy: options.privacy ?? "local_sensitive",
+    opaque: options.opaque ?? false,
+    ...(options.ttlTurns !== undefined ? { ttlTurns: options.ttlTurns } : {}),
+  });
+}
+
+export function agent(options) {
+  if (!options || typeof options !== "object") fail("agent options are required");
+  const { id } = options;
+  if (typeof id !== "string" || !AGENT_ID.test(id)) fail(`invalid agent id ${JSON.stringify(id)}`);
+  const tools = Array.from(options.tools ?? []);
+  const names = new Set();
+  for (const t of tools) {
+    if (names.has(t.name)) fail("duplicate tool name");
+    names.add(t.name);
+  }
+  const sandbox = options.sandbox ?? "required";
+  if (!SANDBOXES.has(sandbox)) fail(`unknown sandbox mode ${JSON.stringify(sandbox)}`);
+  for (const t of tools) {
+    if (typeof t.name === "string" && t.name.startsWith("cave_")) fail(`tool prefix cave_ is reserved by framework (${t.name})`);
+  }
+  return Object.freeze({
+    kind: "agent",
+    id,
+    instructions: options.instructions,
+    model: options.model,
+    reasoning: options.reasoning ?? "low",
+    tools: Object.freeze(tools),
+    contexts: Object.freeze(Array.from(options.contexts ?? [])),
+    sandbox,
+    sandboxDeclared: options.sandbox !== undefined,
+    ...(options.memory !== undefined ? { memory: options.memory } : {}),
+    ...(options.output !== undefined ? { output: options.output } : {}),
+  });
+}
+
+export function subagent(options) {
+  const {
+    name,
+    description,
+    agent: definition,
+    timeoutMs,
+    maxInputChars = 32_768,
+    maxCalls = 1,
+    maxCostUsd = 1,
+    maxTokens,
+    maxContextTokens = 128_000,
+  } = options ?? {};
+  if (!isPositiveInteger(maxInputChars)) fail("subagent maxInputChars must be a positive integer");
+  if (!isPositiveInteger(maxCalls)) fail("subagent maxCalls must be a positive integer");
+  if (!(typeof maxCostUsd === "number" && Number.isFinite(maxCostUsd) && maxCostUsd > 0)) fail("subagent maxCostUsd must be positive");
+  if (maxTokens !== undefined && !isPositiveInteger(maxTokens)) fail("subagent maxTokens must be a positive integer");
+  if (!isPositiveInteger(maxContextTokens)) fail("subagent maxContextTokens must be a positive integer");
+  return tool({
+    name,
+    description,
+    input: schema.object({ task: schema.string() }),
+    effect: "read",
+    result: "auto",
+    ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+    runtime: Object.freeze({
+      kind: "subagent",
+      definition,
+      maxInputChars,
+      maxCalls,
+      maxCostUsd,
+      ...(maxTokens !== undefined ? { maxTokens } : {}),
+      maxContextTokens,
+    }),
+    execute: () => {
+      throw new Error("cave_subagent_framework_runner_required");
+    },
+  });
+}

@@ -1,0 +1,376 @@
+// run() and stream(): the JS half of a run. The loop, admission, budget, policy evaluation and
+// receipts run in Rust (`NativeRun`); this file resolves models, wires the user's callbacks to
+// the run's dispatcher, and turns the kernel's events into an async generator.
+import fs from "node:fs";
+import path from "node:path";
+import { randomUUID } from "node:crypto";
+import { native, wrapPolicy } from "./native.mjs";
+import { NATIVE_TOOL } from "./shell-tools.mjs";
+import { resolveModelCall } from "./models.mjs";
+import { callModel } from "./transport.mjs";
+
+const INTERNAL_OPTIONS = ["buildIdentity", "efficiencyPlan", "lockedBuild", "candidatePlan", "caveRoute", "invocationTrace"];
+const announcedHost = new Set();
+
+/** The error `run()` rejects with: `code`, the partial `receipt`, and `message = code: original`. */
+export class CavemanRunError extends Error {
+  constructor(code, message, receipt) {
+    super(`${code}: ${message}`, { cause: receipt });
+    this.name = "CavemanRunError";
+    this.code = code;
+    this.receipt = receipt;
+  }
+}
+
+/** The reference's coarse `errorCode()`. */
+export function errorCode(message) {
+  const text = String(message ?? "");
+  for (const code of ["cave_cache_prefix_drift", "cave_tool_policy_failed", "cave_tool_policy_decision_invalid", "cave_tool_policy_reason_invalid"]) {
+    if (text.startsWith(code)) return code;
+  }
+  if (text.includes("credential")) return "cave_provider_credentials";
+  return "cave_agent_run_failed";
+}
+
+/** Runs `definition` to completion. */
+export async function run(definition, input, options = {}) {
+  for await (const event of stream(definition, input, options)) {
+    if (event.type === "run_end") return event.result;
+    if (event.type === "run_error") throw new CavemanRunError(event.code, event.message, event.receipt);
+  }
+  throw new Error("caveman agent: run ended without terminal evidence");
+}
+
+function userContent(input) {
+  if (typeof input === "string") return [{ type: "text", text: input }];
+  if (!Array.isArray(input)) throw new Error("cave_input_invalid: input must be a string or an array of parts");
+  const bad = [];
+  const parts = input.map((part, index) => {
+    if (part?.type === "text" && typeof part.text === "string") return { type: "text", text: part.text };
+    if (part?.type === "image" && part.source?.type === "base64") {
+      return { type: "image", data: part.source.data, mimeType: part.mimeType ?? part.source.mimeType };
+    }
+    bad.push(index);
+    return null;
+  });
+  if (bad.length) throw new Error(`cave_input_unsupported:pi:${bad.join(",")}`);
+  return parts;
+}
+
+function readInstructions(instructions, rootDir) {
+  if (instructions && typeof instructions === "object" && instructions.kind === "file") {
+    return fs.readFileSync(path.resolve(rootDir, instructions.path), "utf8");
+  }
+  return String(instructions ?? "");
+}
+
+function contextText(ctx, rootDir) {
+  const source = ctx.source;
+  if (typeof source === "string") return source;
+  if (source?.kind === "file") return fs.readFileSync(path.resolve(rootDir, source.path), "utf8");
+  if (source && typeof source.text === "string") return source.text;
+  return JSON.stringify(source ?? "");
+}
+
+/**
+ * Builds the JSON the kernel runs: models and JS tools become numbered handles held here.
+ */
+async function buildGraph(definition, options, rootDir, registry, isRoot, sandbox) {
+  let modelCall;
+  if (!isRoot && options.model !== undefined && definition.model?.kind === "auto") {
+    modelCall = await resolveModelCall(undefined, options);
+  } else {
+    modelCall = await resolveModelCall(definition.model, isRoot ? options : { ...options, model: undefined });
+  }
+  const modelKey = registry.models.push(modelCall) - 1;
+  const tools = [];
+  for (const tool of definition.tools) {
+    const nativeTool = tool[NATIVE_TOOL];
+    let runtime;
+    if (nativeTool) {
+      runtime = { kind: "native", toolset: nativeTool.toolset.id, hasOnOutput: Boolean(nativeTool.onOutput) };
+      registry.outputs.set(nativeTool.toolset.id, nativeTool.onOutput);
+    } else if (tool.runtime?.kind === "subagent") {
+      const r = tool.runtime;
+      runtime = {
+        kind: "subagent",
+        agent: await buildGraph(r.definition, options, rootDir, registry, false, r.definition.sandbox),
+        maxInputChars: r.maxInputChars,
+        maxCalls: r.maxCalls,
+        maxCostUsd: r.maxCostUsd,
+        maxTokens: r.maxTokens,
+        maxContextTokens: r.maxContextTokens,
+      };
+    } else {
+      runtime = { kind: "host", key: registry.tools.push(tool) - 1 };
+    }
+    tools.push({
+      name: tool.name,
+      description: tool.description,
+      input: tool.input,
+      effect: tool.effect,
+      timeoutMs: tool.timeoutMs,
+      result: typeof tool.result === "string" ? tool.result : "auto",
+      allowRepeat: Boolean(tool.allowRepeat),
+      output: tool.output,
+      runtime,
+    });
+  }
+  const out = definition.output;
+  return {
+    id: definition.id,
+    instructions: readInstructions(definition.instructions, rootDir),
+    contexts: (definition.contexts ?? []).map((c) => ({ id: c.id, text: contextText(c, rootDir) })),
+    output: out ? { maxTokens: out.maxTokens, schema: out.schema === undefined ? undefined : JSON.parse(JSON.stringify(out.schema)) } : undefined,
+    model: {
+      key: modelKey,
+      provider: String(modelCall.model?.provider ?? "unknown"),
+      id: String(modelCall.model?.id ?? "unknown"),
+      contextWindow: Number.isFinite(modelCall.model?.contextWindow) ? modelCall.model.contextWindow : undefined,
+      maxTokens: Number.isFinite(modelCall.model?.maxTokens) ? modelCall.model.maxTokens : undefined,
+    },
+    sandbox,
+    reasoning: definition.reasoning,
+    tools,
+  };
+}
+
+function serializeToolResult(name, value) {
+  if (typeof value === "string") return value;
+  if (value === undefined) return "null";
+  let text;
+  try {
+    text = JSON.stringify(value);
+  } catch {
+    throw new Error(`cave_tool_result_not_json_safe:${name}`);
+  }
+  if (text === undefined) throw new Error(`cave_tool_result_not_json_safe:${name}`);
+  return text;
+}
+
+/** The same run as an async generator of `CavemanRunEvent`s. */
+export async function* stream(definition, input, options = {}) {
+  options = options ?? {};
+  for (const key of INTERNAL_OPTIONS) {
+    if (key in options) {
+      throw new Error("cave_internal_run_option: Cave Build execution is available through caveman-agent dev/build after lock validation");
+    }
+  }
+  if (definition?.kind !== "agent") throw new Error("caveman agent: run needs an agent() definition");
+  const content = userContent(input);
+  const rootDir = options.rootDir ?? process.cwd();
+  const runId = options.durable?.runId ?? randomUUID();
+  let sandbox = definition.sandbox;
+  if (!definition.sandboxDeclared && !options.entryPath) {
+    sandbox = "host";
+    if (!announcedHost.has(definition.id)) {
+      announcedHost.add(definition.id);
+      process.stderr.write(`cave: ${definition.id} host execution — tools are not isolated\n`);
+    }
+  }
+
+  const queue = [];
+  let wake = null;
+  let finished = false;
+  const push = (event) => {
+    queue.push(event);
+    if (wake) {
+      wake();
+      wake = null;
+    }
+  };
+
+  const nativeRun = new native.NativeRun();
+  const runAbort = new AbortController();
+  const onAbort = () => {
+    runAbort.abort(options.signal?.reason);
+    nativeRun.cancel();
+  };
+  if (options.signal?.aborted) onAbort();
+  else options.signal?.addEventListener("abort", onAbort, { once: true });
+
+  const registry = { models: [], tools: [], outputs: new Map() };
+  const conversations = new Map();
+  const toolAborts = new Map();
+  const policy = typeof options.toolPolicy === "function" ? wrapPolicy(options.toolPolicy) : undefined;
+
+  const dispatch = (json) => {
+    const msg = JSON.parse(json);
+    switch (msg.k) {
+      case "event":
+        push(msg.event);
+        return "";
+      case "output": {
+        try {
+          registry.outputs.get(msg.toolset)?.(msg.label, msg.text);
+        } catch {
+          // onOutput observes; its failure must not end the run.
+        }
+        return "";
+      }
+      case "abortTool":
+        toolAborts.get(msg.callId)?.abort(new Error("cave_tool_timeout"));
+        return "";
+      case "policy":
+        return policy(JSON.stringify(msg.input));
+      case "model":
+        return callKernelModel(msg);
+      case "tool":
+        return callKernelTool(msg);
+      default:
+        return "";
+    }
+  };
+
+  const callKernelModel = async (msg) => {
+    let conv = conversations.get(msg.conversation);
+    if (!conv) {
+      conv = { systemPrompt: msg.systemPrompt ?? "", tools: msg.tools ?? [], messages: [] };
+      conversations.set(msg.conversation, conv);
+    }
+    for (const m of msg.append) conv.messages.push(m);
+    const { model, streamFn } = registry.models[msg.modelKey];
+    const callOptions = { signal: runAbort.signal, sessionId: options.sessionId ?? `${definition.id}-${runId}` };
+    if (msg.maxTokens != null) callOptions.maxTokens = msg.maxTokens;
+    if (msg.reasoning && msg.reasoning !== "off") callOptions.reasoning = msg.reasoning;
+    if (options.cacheRetention !== undefined) callOptions.cacheRetention = options.cacheRetention;
+    const context = { systemPrompt: conv.systemPrompt, messages: conv.messages.slice(), tools: conv.tools };
+    const onEvent = msg.conversation === 1 ? (event) => push({ type: "pi", runId, event }) : undefined;
+    const message = await callModel({ model, context, options: callOptions, streamFn, onEvent });
+    return JSON.stringify(message);
+  };
+
+  const callKernelTool = async (msg) => {
+    const tool = registry.tools[msg.key];
+    const controller = new AbortController();
+    const onRunAbort = () => controller.abort(runAbort.signal.reason);
+    runAbort.signal.addEventListener("abort", onRunAbort, { once: true });
+    toolAborts.set(msg.callId, controller);
+    try {
+      const value = await tool.execute(msg.args, controller.signal, {
+        toolCallId: msg.toolCallId,
+        parentToolCallId: msg.parentToolCallId ?? undefined,
+        dispatch: () => {
+          throw new Error("cave_nested_tool_dispatch_unsupported");
+        },
+      });
+      return serializeToolResult(tool.name, value);
+    } catch (error) {
+      throw error instanceof Error ? error : new Error(String(error));
+    } finally {
+      toolAborts.delete(msg.callId);
+      runAbort.signal.removeEventListener("abort", onRunAbort);
+    }
+  };
+
+  const runSpec = {
+    runId,
+    maxModelCalls: options.maxModelCalls,
+    maxToolCalls: options.maxToolCalls,
+    deadlineMs: options.deadlineMs,
+    maxSubagentDepth: options.maxSubagentDepth,
+    budget: options.budget,
+    breakers: options.breakers,
+    maxCostUsd: options.maxCostUsd,
+    hasPolicy: Boolean(policy),
+    input: content,
+  };
+
+  let graph;
+  let setupError;
+  try {
+    graph = await buildGraph(definition, options, rootDir, registry, true, sandbox);
+  } catch (error) {
+    setupError = error;
+  }
+  if (setupError) {
+    options.signal?.removeEventListener("abort", onAbort);
+    yield { type: "run_start", runId, agentId: definition.id };
+    const message = setupError instanceof Error ? setupError.message : String(setupError);
+    yield { type: "run_error", runId, code: errorCode(message), message, receipt: emptyReceipt(runId, definition.id) };
+    return;
+  }
+
+  const outcome = nativeRun.start(JSON.stringify(graph), JSON.stringify(runSpec), dispatch).then(
+    (result) => {
+      finished = true;
+      if (wake) {
+        wake();
+        wake = null;
+      }
+      return result;
+    },
+  );
+
+  let completed = false;
+  try {
+    while (true) {
+      while (queue.length) {
+        const event = queue.shift();
+        if (event.type === "run_error") {
+          const message = event.message;
+          completed = true;
+          yield { type: "run_error", runId, code: errorCode(message), message, receipt: event.receipt };
+          return;
+        }
+        if (event.type === "run_end") completed = true;
+        yield event;
+        if (completed) return;
+      }
+      if (finished) break;
+      await new Promise((resolve) => {
+        wake = resolve;
+      });
+    }
+    const result = await outcome;
+    if (result.phase === "options") {
+      const error = new Error(result.message);
+      error.code = result.code;
+      throw error;
+    }
+    // The terminal event may still be queued behind the outcome.
+    while (queue.length) {
+      const event = queue.shift();
+      if (event.type === "run_error") {
+        completed = true;
+        yield { type: "run_error", runId, code: errorCode(event.message), message: event.message, receipt: event.receipt };
+        return;
+      }
+      yield event;
+      if (event.type === "run_end") {
+        completed = true;
+        return;
+      }
+    }
+  } finally {
+    options.signal?.removeEventListener("abort", onAbort);
+    if (!completed && !finished) {
+      // The consumer stopped early (`.return()`): cancel provider, tool and subagent work.
+      runAbort.abort(new Error("cave_stream_cancelled"));
+      nativeRun.cancel();
+    }
+  }
+}
+
+function emptyReceipt(runId, agentId) {
+  return {
+    schema: "caveman.agent.run-receipt.v1",
+    runId,
+    agentId,
+    basis: "estimated_list_price_subtotal",
+    claimBasis: "inferred",
+    stopReason: "complete",
+    denomination: "none",
+    capBreached: false,
+    overspent: 0,
+    totalEstimatedUsd: 0,
+    totalTokens: 0,
+    unpriced: false,
+    calls: [],
+    tools: [],
+    subagents: [],
+    tranches: [],
+    breakers: [],
+    compactions: [],
+  };
+}

@@ -1,0 +1,112 @@
+// The six workspace tools and the tool-policy evaluator, as plain JS objects over the Rust engine.
+import { native, codedError, abortError, cancelTokenFor, rethrowNative, wrapPolicy, deepFreeze } from "./native.mjs";
+
+export const TOOL_POLICY_TIMEOUT_MS = native.TOOL_POLICY_TIMEOUT_MS;
+
+/** Marks tool objects built by `shellTools()` so the Rust kernel can dispatch them natively. */
+export const NATIVE_TOOL = Symbol.for("knap.nativeTool");
+
+/** The local execution backend (the only one this version runs). */
+export function localExecutionBackend() {
+  return Object.freeze({ id: "local" });
+}
+
+/**
+ * The six workspace tools: `read_file`, `grep`, `bash`, `write_file`, `edit_file`,
+ * `read_tool_output` (or the ones named in `tools`, in that order).
+ */
+export function shellTools(options) {
+  if (!options || typeof options !== "object" || typeof options.workspace !== "string" || options.workspace === "") {
+    throw codedError("cave_shell_tools_workspace_required", "cave_shell_tools_workspace_required: shellTools needs options.workspace (a directory path)");
+  }
+  const backend = options.executionBackend;
+  if (options.commandSessions !== undefined) {
+    if (backend !== undefined && backend?.id !== "local") throw codedError("cave_execution_backend_command_sessions_local_only");
+    throw codedError("cave_command_sessions_unsupported", "cave_command_sessions_unsupported: knap does not run interactive bash sessions yet");
+  }
+  if (backend !== undefined && backend?.id !== "local") {
+    throw codedError(
+      "cave_execution_backend_unsupported",
+      `cave_execution_backend_unsupported: knap runs shell tools on the local backend only (got ${JSON.stringify(backend?.id)})`,
+    );
+  }
+  const onOutput = typeof options.onOutput === "function" ? options.onOutput : undefined;
+  let toolset;
+  try {
+    toolset = new native.NativeShellTools({
+      workspace: options.workspace,
+      tools: options.tools === undefined ? undefined : Array.from(options.tools, String),
+      outputCaps: options.outputCaps ?? undefined,
+    });
+  } catch (error) {
+    rethrowNative(error);
+  }
+  return toolset.specs().map((spec) => {
+    const name = spec.name;
+    const execute = async (input, signal, _context) => {
+      if (signal?.aborted) throw abortError(signal);
+      let json;
+      try {
+        json = JSON.stringify(input ?? {});
+      } catch {
+        throw codedError("cave_tool_arguments_invalid");
+      }
+      const [token, dispose] = cancelTokenFor(signal);
+      let result;
+      try {
+        result = await toolset.execute(name, json, token);
+      } finally {
+        dispose();
+      }
+      if (!result.ok) {
+        if (result.code === "ABORT_ERR") throw abortError(signal);
+        throw codedError(result.code, result.message);
+      }
+      if (onOutput && result.label !== undefined) onOutput(result.label, result.text);
+      return result.text;
+    };
+    const tool = {
+      kind: "tool",
+      name,
+      description: spec.description,
+      input: deepFreeze(JSON.parse(spec.inputJson)),
+      effect: spec.effect,
+      result: "inline",
+      speculative: spec.speculative,
+      timeoutMs: spec.timeoutMs,
+      execute,
+    };
+    Object.defineProperty(tool, NATIVE_TOOL, { value: Object.freeze({ toolset, name, onOutput }) });
+    return Object.freeze(tool);
+  });
+}
+
+/**
+ * Evaluates a `toolPolicy` once, exactly as a run does: `undefined` allows, `{deny:"code"}`
+ * returns `{ block: true, reason: "cave_tool_denied:code" }`; a throw, rejection or a
+ * 10,000 ms timeout rejects with `cave_tool_policy_failed`, a malformed decision with
+ * `cave_tool_policy_decision_invalid`, a bad code with `cave_tool_policy_reason_invalid`.
+ */
+export async function decideToolCall(policy, input) {
+  if (typeof policy !== "function") throw codedError("cave_tool_policy_failed", "cave_tool_policy_failed", new TypeError("toolPolicy must be a function"));
+  let thrown;
+  let hasThrown = false;
+  const wrapped = wrapPolicy(policy, (error) => {
+    thrown = error;
+    hasThrown = true;
+  });
+  let inputJson;
+  try {
+    inputJson = JSON.stringify(input);
+  } catch (error) {
+    throw codedError("cave_tool_policy_failed", "cave_tool_policy_failed", error);
+  }
+  const decision = await native.decideToolCallNative(wrapped, inputJson, decideToolCall.timeoutMs);
+  if (decision.outcome === "allow") return undefined;
+  if (decision.outcome === "deny") return { block: true, reason: decision.reason };
+  if (decision.code === "cave_tool_policy_failed") {
+    const cause = hasThrown ? thrown : codedError(decision.cause ?? "cave_tool_policy_timeout");
+    throw codedError(decision.code, decision.code, cause);
+  }
+  throw codedError(decision.code);
+}

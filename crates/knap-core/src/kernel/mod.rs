@@ -10,3 +10,6 @@ pub mod schema;
 pub mod spec;
 
 pub use run::{run_agent, Prepared, RunFailure};
+
+#[cfg(test)]
+mod tests;

@@ -203,7 +203,7 @@ impl Level {
       tool_budget_count: 0,
       tool_names: Vec::new(),
       stop: None,
-      recent_calls: VecDeque::new(),
+      recent_calls: VecDeque::from([Vec::new()]),
       turn_signatures: VecDeque::new(),
       subagent_calls: HashMap::new(),
       last_assistant: None,

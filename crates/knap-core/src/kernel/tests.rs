@@ -1,0 +1,373 @@
+//! Kernel tests with a fake host: a scripted model, fake tools and a fake policy (no Node).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::host::{Host, HostToolCall, ModelCall};
+use super::spec::{AgentSpec, RunOptionsSpec};
+use super::{run_agent, Prepared, RunFailure};
+use crate::exec::BoxFuture;
+use crate::policy::{PolicyAnswer, PolicyInput, ToolPolicy};
+use crate::tools::{ShellTools, ShellToolsConfig};
+
+#[derive(Default)]
+struct FakeHost {
+  turns: Mutex<VecDeque<Value>>,
+  calls: Mutex<Vec<ModelCall>>,
+  events: Mutex<Vec<Value>>,
+  tool_log: Mutex<Vec<String>>,
+  policy: Option<Arc<dyn ToolPolicy>>,
+  policy_log: Arc<Mutex<Vec<PolicyInput>>>,
+  toolset: Option<Arc<ShellTools>>,
+}
+
+impl FakeHost {
+  fn new(turns: Vec<Value>) -> Self {
+    Self { turns: Mutex::new(turns.into()), ..Default::default() }
+  }
+
+  fn event_types(&self) -> Vec<String> {
+    self
+      .events
+      .lock()
+      .unwrap()
+      .iter()
+      .map(|e| match e["type"].as_str().unwrap() {
+        "pi" => format!("pi:{}", e["event"]["type"].as_str().unwrap()),
+        t => t.to_string(),
+      })
+      .collect()
+  }
+}
+
+/// A scripted assistant turn: `(text, [(name, args)])`.
+fn turn(text: &str, calls: &[(&str, Value)]) -> Value {
+  let mut content = Vec::new();
+  if !text.is_empty() {
+    content.push(json!({"type": "text", "text": text}));
+  }
+  for (i, (name, args)) in calls.iter().enumerate() {
+    content.push(json!({"type": "toolCall", "id": format!("c{i}-{name}"), "name": name, "arguments": args}));
+  }
+  json!({
+    "role": "assistant", "content": content, "provider": "anthropic", "model": "faux-1",
+    "usage": {"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 110},
+    "stopReason": if calls.is_empty() { "stop" } else { "toolUse" }
+  })
+}
+
+impl Host for FakeHost {
+  fn emit(&self, event: Value) {
+    self.events.lock().unwrap().push(event);
+  }
+
+  fn model_call(&self, call: ModelCall) -> BoxFuture<Result<Value, String>> {
+    self.calls.lock().unwrap().push(call);
+    let next = self.turns.lock().unwrap().pop_front();
+    Box::pin(async move { next.ok_or_else(|| "cave_testing_script_exhausted: no more turns".to_string()) })
+  }
+
+  fn tool_call(&self, call: HostToolCall) -> BoxFuture<Result<String, String>> {
+    self.tool_log.lock().unwrap().push(format!("{}:{}", call.key, call.args));
+    Box::pin(async move {
+      match call.key {
+        0 => Ok(format!("echo {}", call.args["q"].as_str().unwrap_or_default())),
+        1 => Err("tool exploded".to_string()),
+        _ => {
+          tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+          Ok("late".into())
+        }
+      }
+    })
+  }
+
+  fn abort_tool(&self, _call_id: u64) {}
+
+  fn on_output(&self, _toolset: u32, _label: &str, _text: &str) {}
+
+  fn policy(&self) -> Option<Arc<dyn ToolPolicy>> {
+    self.policy.clone()
+  }
+
+  fn native_toolset(&self, _id: u32) -> Option<Arc<ShellTools>> {
+    self.toolset.clone()
+  }
+}
+
+struct DenyWrites(Arc<Mutex<Vec<PolicyInput>>>);
+
+impl ToolPolicy for DenyWrites {
+  fn evaluate(&self, input: &PolicyInput) -> BoxFuture<Result<PolicyAnswer, String>> {
+    self.0.lock().unwrap().push(input.clone());
+    let answer = if input.effect == "write" { json!({"deny": "read_only_review"}) } else { Value::Null };
+    Box::pin(async move { Ok(PolicyAnswer::Value(answer)) })
+  }
+}
+
+struct Throwing;
+
+impl ToolPolicy for Throwing {
+  fn evaluate(&self, _: &PolicyInput) -> BoxFuture<Result<PolicyAnswer, String>> {
+    Box::pin(async { Err("policy blew up".to_string()) })
+  }
+}
+
+fn host_tool(name: &str, key: u32, effect: &str, timeout_ms: u64) -> Value {
+  json!({"name": name, "description": name, "effect": effect, "timeoutMs": timeout_ms,
+    "input": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    "runtime": {"kind": "host", "key": key}})
+}
+
+fn agent(tools: Vec<Value>, extra: Value) -> AgentSpec {
+  let mut a = json!({"id": "reviewer", "instructions": "Be brief.", "sandbox": "host",
+    "model": {"key": 0, "provider": "anthropic", "id": "faux-1"}, "tools": tools});
+  if let (Some(o), Some(e)) = (a.as_object_mut(), extra.as_object()) {
+    for (k, v) in e {
+      o.insert(k.clone(), v.clone());
+    }
+  }
+  serde_json::from_value(a).unwrap()
+}
+
+fn options(extra: Value) -> RunOptionsSpec {
+  let mut o = json!({"runId": "run-1", "input": [{"type": "text", "text": "go"}]});
+  if let (Some(m), Some(e)) = (o.as_object_mut(), extra.as_object()) {
+    for (k, v) in e {
+      m.insert(k.clone(), v.clone());
+    }
+  }
+  serde_json::from_value(o).unwrap()
+}
+
+async fn go(host: Arc<FakeHost>, agent: AgentSpec, opts: RunOptionsSpec) -> Result<Value, RunFailure> {
+  run_agent(host, agent, Prepared::new(opts).unwrap(), CancellationToken::new()).await
+}
+
+#[tokio::test]
+async fn three_turns_with_a_host_tool_and_receipt() {
+  let host = Arc::new(FakeHost::new(vec![
+    turn("", &[("lookup", json!({"q": "a"}))]),
+    turn("", &[("lookup", json!({"q": "b"})), ("boom", json!({"q": "c"}))]),
+    turn("done", &[]),
+  ]));
+  let a = agent(vec![host_tool("lookup", 0, "read", 1000), host_tool("boom", 1, "write", 1000)], json!({}));
+  let r = go(host.clone(), a, options(json!({}))).await.unwrap();
+  assert_eq!(r["text"], "done");
+  assert_eq!(r["stopReason"], "complete");
+  assert_eq!(r["toolCalls"], json!(["lookup", "lookup", "boom"]));
+  assert_eq!(r["receipt"]["tools"], json!([{"name": "lookup", "calls": 2, "errors": 0}, {"name": "boom", "calls": 1, "errors": 1}]));
+  assert_eq!(r["inputTokens"], 300);
+  assert_eq!(r["receipt"]["calls"].as_array().unwrap().len(), 3);
+  assert_eq!(r["priceBasis"], "unpriced");
+  // Only new messages travel on later calls; the system prompt only on the first.
+  let calls = host.calls.lock().unwrap();
+  assert_eq!(calls[0].append.len(), 1);
+  assert!(calls[0].system_prompt.is_some() && calls[1].system_prompt.is_none());
+  assert_eq!(calls[1].append.len(), 2, "assistant message + one tool result");
+  assert_eq!(calls[2].append[2]["content"][0]["text"], "tool exploded");
+  assert_eq!(calls[2].append[2]["isError"], true);
+  let types = host.event_types();
+  assert_eq!(types.first().unwrap(), "run_start");
+  assert_eq!(types.last().unwrap(), "run_end");
+  assert!(types.contains(&"pi:tool_execution_start".to_string()));
+}
+
+#[tokio::test]
+async fn policy_denial_continues_and_failure_ends_the_run() {
+  let log = Arc::new(Mutex::new(Vec::new()));
+  let mut host = FakeHost::new(vec![turn("", &[("boom", json!({"q": "x"}))]), turn("ok", &[])]);
+  host.policy = Some(Arc::new(DenyWrites(log.clone())));
+  let host = Arc::new(host);
+  let r = go(host.clone(), agent(vec![host_tool("boom", 1, "write", 1000)], json!({})), options(json!({"hasPolicy": true}))).await.unwrap();
+  assert_eq!(r["receipt"]["tools"], json!([{"name": "boom", "calls": 1, "errors": 1, "denied": 1}]));
+  assert!(host.tool_log.lock().unwrap().is_empty(), "denied call never ran");
+  assert_eq!(host.calls.lock().unwrap()[1].append[1]["content"][0]["text"], "cave_tool_denied:read_only_review");
+  assert_eq!(log.lock().unwrap()[0].agent_path, Vec::<String>::new());
+
+  let mut host = FakeHost::new(vec![turn("", &[("lookup", json!({"q": "x"}))]), turn("never", &[])]);
+  host.policy = Some(Arc::new(Throwing));
+  let host = Arc::new(host);
+  let e = go(host.clone(), agent(vec![host_tool("lookup", 0, "read", 1000)], json!({})), options(json!({}))).await.unwrap_err();
+  assert_eq!(e.message, "cave_tool_policy_failed");
+  assert_eq!(e.receipt["tools"][0]["calls"], 1);
+  assert!(host.tool_log.lock().unwrap().is_empty());
+  assert_eq!(host.event_types().last().unwrap(), "run_error");
+}
+
+#[tokio::test]
+async fn call_caps_and_unknown_tools() {
+  let host = Arc::new(FakeHost::new(vec![
+    turn("", &[("lookup", json!({"q": "1"})), ("lookup", json!({"q": "2"})), ("nope", json!({}))]),
+    turn("", &[("lookup", json!({"q": 3}))]),
+    turn("never", &[]),
+  ]));
+  let a = agent(vec![host_tool("lookup", 0, "read", 1000)], json!({}));
+  let r = go(host.clone(), a, options(json!({"maxToolCalls": 1, "maxModelCalls": 2}))).await.unwrap();
+  assert_eq!(r["stopReason"], "call_budget_exhausted");
+  let calls = host.calls.lock().unwrap();
+  let results: Vec<&str> = calls[1].append[1..].iter().map(|m| m["content"][0]["text"].as_str().unwrap()).collect();
+  // The call cap comes before the unknown-tool check in the reference's order.
+  assert_eq!(results, vec!["echo 1", "cave_tool_call_budget_exceeded", "cave_tool_call_budget_exceeded"]);
+  assert_eq!(calls.len(), 2);
+}
+
+#[tokio::test]
+async fn arguments_are_validated_before_the_policy() {
+  let log = Arc::new(Mutex::new(Vec::new()));
+  let mut host = FakeHost::new(vec![turn("", &[("lookup", json!({"q": 5}))]), turn("ok", &[])]);
+  host.policy = Some(Arc::new(DenyWrites(log.clone())));
+  let host = Arc::new(host);
+  go(host.clone(), agent(vec![host_tool("lookup", 0, "read", 1000)], json!({})), options(json!({}))).await.unwrap();
+  assert!(log.lock().unwrap().is_empty(), "policy never saw invalid arguments");
+  let text = host.calls.lock().unwrap()[1].append[1]["content"][0]["text"].as_str().unwrap().to_string();
+  assert!(text.starts_with("Validation failed for tool \"lookup\""), "{text}");
+}
+
+#[tokio::test]
+async fn loop_breaker_stops_the_run() {
+  let same = || turn("", &[("lookup", json!({"q": "same"}))]);
+  let host = Arc::new(FakeHost::new(vec![same(), same(), same(), turn("never", &[])]));
+  let a = agent(vec![host_tool("lookup", 0, "read", 1000)], json!({}));
+  let r = go(host.clone(), a, options(json!({"breakers": {"repeatedToolCalls": 2}}))).await.unwrap();
+  assert_eq!(r["stopReason"], "loop_detected");
+  assert_eq!(r["receipt"]["breakers"][0]["kind"], "loop_detected");
+  assert_eq!(host.tool_log.lock().unwrap().len(), 1, "the second identical call was blocked");
+}
+
+#[tokio::test]
+async fn tool_timeout_is_an_error_result() {
+  let host = Arc::new(FakeHost::new(vec![turn("", &[("slow", json!({"q": "x"}))]), turn("ok", &[])]));
+  let a = agent(vec![host_tool("slow", 9, "read", 20)], json!({}));
+  let r = go(host.clone(), a, options(json!({}))).await.unwrap();
+  assert_eq!(host.calls.lock().unwrap()[1].append[1]["content"][0]["text"], "cave_tool_timeout");
+  assert_eq!(r["receipt"]["tools"][0]["errors"], 1);
+}
+
+#[tokio::test]
+async fn budgets_fail_closed_and_stop() {
+  let host = Arc::new(FakeHost::new(vec![turn("x", &[])]));
+  let e = go(host.clone(), agent(vec![], json!({})), options(json!({"budget": {"maxUsd": 1}}))).await.unwrap_err();
+  assert!(e.message.starts_with("cave_budget_denomination_unavailable: anthropic/faux-1 is not in the public catalog"));
+  assert!(host.calls.lock().unwrap().is_empty(), "no provider call under an unpriced USD budget");
+
+  let lookup = || turn("", &[("lookup", json!({"q": "a"}))]);
+  let host = Arc::new(FakeHost::new(vec![lookup(), lookup(), lookup(), turn("never", &[])]));
+  let a = agent(vec![host_tool("lookup", 0, "read", 1000)], json!({}));
+  let r = go(host.clone(), a, options(json!({"budget": {"maxTokens": 400}}))).await.unwrap();
+  assert_eq!(r["stopReason"], "budget_exhausted");
+  assert_eq!(r["receipt"]["denomination"], "tokens");
+  assert_eq!(r["receipt"]["max"], 400.0);
+  assert_eq!(host.calls.lock().unwrap().len(), 1, "the second call could not reserve even the output floor");
+  let clamped = r["receipt"]["calls"][0]["clampedOutputTokens"].as_u64().unwrap();
+  assert!((256..4000).contains(&clamped));
+}
+
+#[tokio::test]
+async fn priced_usd_budget_meters_calls() {
+  let mut a = agent(vec![], json!({}));
+  a.model.id = "claude-haiku-4-5".into();
+  let host = Arc::new(FakeHost::new(vec![turn("x", &[])]));
+  let r = go(host, a, options(json!({"budget": {"maxUsd": 1}}))).await.unwrap();
+  let spent = r["receipt"]["spent"].as_f64().unwrap();
+  assert!(spent > 0.0 && spent < 0.01);
+  assert_eq!(r["priceBasis"], "public_catalog");
+  assert_eq!(r["receipt"]["denomination"], "usd");
+}
+
+#[tokio::test]
+async fn output_schema_success_and_failures() {
+  let out = json!({"output": {"maxTokens": 100, "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}});
+  let host = Arc::new(FakeHost::new(vec![turn("{\"n\": 3}", &[])]));
+  let r = go(host.clone(), agent(vec![], out.clone()), options(json!({}))).await.unwrap();
+  assert_eq!(r["output"], json!({"n": 3}));
+  let system = host.calls.lock().unwrap()[0].system_prompt.clone().unwrap();
+  assert!(system.ends_with(r#"<cave-output max_tokens=100>Return exactly one JSON document matching this JSON Schema and no other prose:
+{"properties":{"n":{"type":"integer"}},"required":["n"],"type":"object"}</cave-output>"#));
+  let e = go(Arc::new(FakeHost::new(vec![turn("nope", &[])])), agent(vec![], out.clone()), options(json!({}))).await.unwrap_err();
+  assert_eq!(e.message, "cave_output_schema_invalid_json");
+  let e = go(Arc::new(FakeHost::new(vec![turn("{\"n\":\"x\"}", &[])])), agent(vec![], out), options(json!({}))).await.unwrap_err();
+  assert_eq!(e.message, "cave_output_schema_mismatch");
+  let r = go(Arc::new(FakeHost::new(vec![turn("plain", &[])])), agent(vec![], json!({})), options(json!({}))).await.unwrap();
+  assert!(r.get("output").is_none());
+}
+
+#[tokio::test]
+async fn native_shell_tools_run_inside_rust() {
+  let dir = tempfile::tempdir().unwrap();
+  std::fs::write(dir.path().join("notes.txt"), "a\nb\n").unwrap();
+  let mut host = FakeHost::new(vec![turn("", &[("bash", json!({"command": "wc -l < notes.txt"}))]), turn("2 lines", &[])]);
+  host.toolset = Some(Arc::new(ShellTools::new(ShellToolsConfig::new(dir.path())).unwrap()));
+  let host = Arc::new(host);
+  let tool = json!({"name": "bash", "description": "sh", "effect": "external", "timeoutMs": 120000,
+    "input": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    "result": "inline", "runtime": {"kind": "native", "toolset": 1, "hasOnOutput": false}});
+  let r = go(host.clone(), agent(vec![tool], json!({})), options(json!({}))).await.unwrap();
+  assert_eq!(r["text"], "2 lines");
+  assert_eq!(host.calls.lock().unwrap()[1].append[1]["content"][0]["text"], "exit 0\n2\n");
+}
+
+#[tokio::test]
+async fn subagents_get_their_agent_path() {
+  let log = Arc::new(Mutex::new(Vec::new()));
+  let mut host = FakeHost::new(vec![
+    turn("", &[("delegate", json!({"task": "look"}))]),
+    turn("", &[("lookup", json!({"q": "child"}))]),
+    turn("child done", &[]),
+    turn("parent done", &[]),
+  ]);
+  host.policy = Some(Arc::new(DenyWrites(log.clone())));
+  let host = Arc::new(host);
+  let child = json!({"id": "policy-child", "instructions": "child", "sandbox": "host",
+    "model": {"key": 0, "provider": "anthropic", "id": "faux-1"}, "tools": [host_tool("lookup", 0, "read", 1000)]});
+  let delegate = json!({"name": "delegate", "description": "d", "effect": "read", "timeoutMs": 30000,
+    "input": {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]},
+    "runtime": {"kind": "subagent", "agent": child, "maxInputChars": 32768, "maxCalls": 1, "maxCostUsd": 1, "maxContextTokens": 128000}});
+  let mut a = agent(vec![delegate], json!({}));
+  a.id = "policy-parent".into();
+  let r = go(host.clone(), a, options(json!({}))).await.unwrap();
+  let seen: Vec<(String, Vec<String>, String)> =
+    log.lock().unwrap().iter().map(|p| (p.agent_id.clone(), p.agent_path.clone(), p.name.clone())).collect();
+  assert_eq!(
+    seen,
+    vec![
+      ("policy-parent".into(), vec![], "delegate".into()),
+      ("policy-child".into(), vec!["delegate".into()], "lookup".into())
+    ]
+  );
+  assert_eq!(r["receipt"]["subagents"].as_array().unwrap().len(), 1);
+  assert_eq!(r["inputTokens"], 400, "child usage rolls up");
+  let result: Value = serde_json::from_str(host.calls.lock().unwrap()[3].append[1]["content"][0]["text"].as_str().unwrap()).unwrap();
+  assert_eq!(result["text"], "child done");
+  assert_eq!(result["agent_id"], "policy-child");
+  assert_eq!(result["claim_basis"], "inferred");
+}
+
+#[tokio::test]
+async fn option_errors() {
+  for (o, code) in [
+    (json!({"maxModelCalls": 0}), "cave_max_model_calls_invalid"),
+    (json!({"maxToolCalls": 1.5}), "cave_max_tool_calls_invalid"),
+    (json!({"deadlineMs": -1}), "cave_run_deadline_invalid"),
+    (json!({"budget": {}}), "cave_budget_denomination_ambiguous"),
+    (json!({"budget": {"maxUsd": 1, "maxTokens": 2}}), "cave_budget_denomination_ambiguous"),
+    (json!({"budget": {"maxTokens": 1.5}}), "cave_budget_max_invalid"),
+    (json!({"breakers": {"repeatedToolCalls": 0}}), "cave_breaker_threshold_invalid"),
+    (json!({"budget": {"maxUsd": 1}, "maxCostUsd": 1}), "cave_budget_conflicting_cap"),
+  ] {
+    let e = Prepared::new(options(o.clone())).err().unwrap_or_else(|| panic!("{o} accepted"));
+    assert_eq!(e.code, code, "{o}");
+  }
+}
+
+#[tokio::test]
+async fn abort_stops_before_the_next_call() {
+  let host = Arc::new(FakeHost::new(vec![turn("x", &[])]));
+  let token = CancellationToken::new();
+  token.cancel();
+  let e = run_agent(host.clone(), agent(vec![], json!({})), Prepared::new(options(json!({}))).unwrap(), token).await.unwrap_err();
+  assert!(e.message.starts_with("cave_run_aborted"));
+  assert!(host.calls.lock().unwrap().is_empty());
+}

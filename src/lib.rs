@@ -1,10 +1,12 @@
 //! The napi binding: converts types and implements core traits over JS callbacks. No tool
 //! logic lives here; see `crates/knap-core`.
 
+mod ai_sdk;
 mod kernel;
 mod policy;
 mod shell_tools;
 
+pub use ai_sdk::*;
 pub use kernel::*;
 pub use policy::*;
 pub use shell_tools::*;

@@ -64,32 +64,46 @@ impl ExecutionBackend for LocalBackend {
   }
 }
 
+/// Receives the bytes drained from a child's stdout and stderr. One sink serves both streams
+/// (behind one mutex), so a sink may share a budget between them.
+pub trait OutputSink: Send + 'static {
+  fn push(&mut self, is_stdout: bool, bytes: &[u8]);
+}
+
+/// `LocalBackend`'s capture: the head of stdout+stderr under one shared byte budget.
 #[derive(Default)]
 struct Capture {
   stdout: Vec<u8>,
   stderr: Vec<u8>,
   used: usize,
+  limit: usize,
   truncated: bool,
 }
 
-async fn drain<R: AsyncRead + Unpin>(mut pipe: R, capture: Arc<Mutex<Capture>>, limit: usize, is_stdout: bool) {
+impl OutputSink for Capture {
+  fn push(&mut self, is_stdout: bool, bytes: &[u8]) {
+    let n = bytes.len();
+    let room = self.limit.saturating_sub(self.used);
+    let take = room.min(n);
+    if take < n {
+      self.truncated = true;
+    }
+    if take > 0 {
+      self.used += take;
+      let target = if is_stdout { &mut self.stdout } else { &mut self.stderr };
+      target.extend_from_slice(&bytes[..take]);
+    }
+  }
+}
+
+async fn drain<R: AsyncRead + Unpin, S: OutputSink>(mut pipe: R, sink: Arc<Mutex<S>>, is_stdout: bool) {
   let mut buf = vec![0u8; READ_CHUNK_BYTES];
   loop {
     let n = match pipe.read(&mut buf).await {
       Ok(0) | Err(_) => return,
       Ok(n) => n,
     };
-    let mut c = capture.lock().unwrap_or_else(|e| e.into_inner());
-    let room = limit.saturating_sub(c.used);
-    let take = room.min(n);
-    if take < n {
-      c.truncated = true;
-    }
-    if take > 0 {
-      c.used += take;
-      let target = if is_stdout { &mut c.stdout } else { &mut c.stderr };
-      target.extend_from_slice(&buf[..take]);
-    }
+    sink.lock().unwrap_or_else(|e| e.into_inner()).push(is_stdout, &buf[..n]);
   }
 }
 
@@ -103,6 +117,41 @@ fn kill_group(pid: Option<u32>) {
 }
 
 async fn exec_local(req: ExecRequest) -> ExecResult {
+  let capture = Arc::new(Mutex::new(Capture { limit: req.max_output_bytes, ..Default::default() }));
+  let run = run_local(&req, capture.clone()).await;
+  let c = std::mem::take(&mut *capture.lock().unwrap_or_else(|e| e.into_inner()));
+  if let Some(err) = run.spawn_error {
+    return ExecResult { code: Some(127), start_failed: true, stderr: err.into_bytes(), ..Default::default() };
+  }
+  ExecResult {
+    stdout: c.stdout,
+    stderr: c.stderr,
+    code: run.code,
+    timed_out: run.timed_out,
+    truncated: c.truncated,
+    start_failed: false,
+    aborted: run.aborted,
+  }
+}
+
+/// How a local process ended (its output went to the sink).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalRun {
+  /// Exit code; `None` when killed by a signal, timed out or aborted.
+  pub code: Option<i32>,
+  /// The terminating signal, when the process died of one (before any timeout or abort).
+  pub signal: Option<i32>,
+  pub timed_out: bool,
+  pub aborted: bool,
+  /// The spawn failed with this error; nothing ran.
+  pub spawn_error: Option<String>,
+}
+
+/// Runs `req` on this host as `LocalBackend` does (own process group, stdin closed, env
+/// cleared to `req.env`, the group killed on timeout or cancellation, both pipes drained to
+/// EOF with a short grace period after exit) and feeds every output byte to `sink`.
+/// `req.max_output_bytes` is not used here: bounding memory is the sink's job.
+pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) -> LocalRun {
   let mut cmd = tokio::process::Command::new(&req.command);
   cmd
     .args(&req.args)
@@ -115,18 +164,15 @@ async fn exec_local(req: ExecRequest) -> ExecResult {
     .process_group(0);
   let mut child = match cmd.spawn() {
     Ok(child) => child,
-    Err(err) => {
-      return ExecResult { code: Some(127), start_failed: true, stderr: err.to_string().into_bytes(), ..Default::default() }
-    }
+    Err(err) => return LocalRun { spawn_error: Some(err.to_string()), ..Default::default() },
   };
   let pid = child.id();
-  let capture = Arc::new(Mutex::new(Capture::default()));
   let mut readers = Vec::new();
   if let Some(out) = child.stdout.take() {
-    readers.push(tokio::spawn(drain(out, capture.clone(), req.max_output_bytes, true)));
+    readers.push(tokio::spawn(drain(out, sink.clone(), true)));
   }
   if let Some(err) = child.stderr.take() {
-    readers.push(tokio::spawn(drain(err, capture.clone(), req.max_output_bytes, false)));
+    readers.push(tokio::spawn(drain(err, sink.clone(), false)));
   }
 
   let mut timed_out = false;
@@ -147,9 +193,9 @@ async fn exec_local(req: ExecRequest) -> ExecResult {
       handle.abort();
     }
   }
-  let c = std::mem::take(&mut *capture.lock().unwrap_or_else(|e| e.into_inner()));
   let code = if timed_out || aborted { None } else { status.and_then(|s| s.code()) };
-  ExecResult { stdout: c.stdout, stderr: c.stderr, code, timed_out, truncated: c.truncated, start_failed: false, aborted }
+  let signal = if timed_out || aborted { None } else { status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) };
+  LocalRun { code, signal, timed_out, aborted, spawn_error: None }
 }
 
 /// Awaits every reader; returns the join future and abort handles for the ones still running.

@@ -5,9 +5,12 @@
 pub mod cap;
 pub mod error;
 pub mod exec;
+pub mod glob;
 pub mod kernel;
 pub mod limits;
 pub mod policy;
+pub mod sandbox;
+pub mod search;
 pub mod store;
 pub mod text;
 pub mod tools;

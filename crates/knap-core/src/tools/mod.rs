@@ -22,6 +22,7 @@ use crate::store::OutputStore;
 use crate::text;
 use crate::workspace::Workspace;
 
+pub use bash::process_env;
 pub use grep::{grep_search, GrepOptions, GrepOutcome};
 
 /// The six tool names, in the reference's default order.

@@ -1,0 +1,741 @@
+//! The engine behind `knap/ai-sdk`'s local sandbox (bashkit's `Sandbox` interface): file
+//! operations confined to one workspace through [`Workspace`], shell commands through
+//! [`crate::exec::run_local`] with a head+tail capture, and a streaming reader for the `Read`
+//! tool that keeps only the lines it returns (a 100 MB file never sits in memory).
+//!
+//! Text lengths here are counted the way JavaScript counts them (UTF-16 code units), because
+//! the truncation rules being matched (`middleTruncate`, `line.slice(0, 2000)`) are JS rules.
+
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ToolError;
+use crate::exec::{run_local, ExecRequest, OutputSink};
+use crate::limits::READ_CHUNK_BYTES;
+use crate::workspace::{openat, Resolved, Workspace};
+
+// ---------------------------------------------------------------------------------------------
+// UTF-16 helpers
+
+/// UTF-16 code units a byte contributes when the stream is decoded as UTF-8 (continuation bytes
+/// add nothing, a 4-byte lead adds a surrogate pair). Invalid input is counted approximately.
+#[inline]
+fn utf16_units_of_byte(b: u8) -> usize {
+  if b < 0x80 {
+    1
+  } else if b & 0xC0 == 0x80 {
+    0
+  } else if b >= 0xF0 {
+    2
+  } else {
+    1
+  }
+}
+
+pub fn utf16_len(s: &str) -> usize {
+  s.chars().map(char::len_utf16).sum()
+}
+
+/// The longest prefix of `s` with at most `units` UTF-16 code units.
+pub fn utf16_prefix(s: &str, units: usize) -> &str {
+  let mut used = 0;
+  for (i, c) in s.char_indices() {
+    used += c.len_utf16();
+    if used > units {
+      return &s[..i];
+    }
+  }
+  s
+}
+
+/// The longest suffix of `s` with at most `units` UTF-16 code units.
+pub fn utf16_suffix(s: &str, units: usize) -> &str {
+  let mut used = 0;
+  for (i, c) in s.char_indices().rev() {
+    used += c.len_utf16();
+    if used > units {
+      return &s[i + c.len_utf8()..];
+    }
+  }
+  s
+}
+
+/// bashkit's `middleTruncate` over a whole text: unchanged when it fits, else the first half and
+/// the last half around `…K chars truncated…`, after a `[Total output lines: N]` header.
+pub fn middle_truncate(text: &str, max_units: usize) -> String {
+  let total = utf16_len(text);
+  if total <= max_units {
+    return text.to_string();
+  }
+  let head = utf16_prefix(text, max_units / 2);
+  let tail = utf16_suffix(text, max_units - max_units / 2);
+  let lines = memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
+  let omitted = total - utf16_len(head) - utf16_len(tail);
+  format!("[Total output lines: {lines}]\n\n{head}\n\n…{omitted} chars truncated…\n\n{tail}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Head + tail capture
+
+/// One output stream kept as its head and its tail, with the totals needed to render
+/// `middleTruncate` exactly without holding the middle.
+#[derive(Debug, Default)]
+pub struct HeadTail {
+  head: Vec<u8>,
+  head_cap: usize,
+  /// Ring buffer of the last `tail_cap` bytes (valid once `total > head_cap`).
+  tail: Vec<u8>,
+  tail_cap: usize,
+  tail_pos: usize,
+  total_bytes: u64,
+  units: u64,
+  newlines: u64,
+}
+
+impl HeadTail {
+  /// Enough to render `middleTruncate(text, max_units)` exactly: a text that fits in
+  /// `max_units` code units is at most `3 * max_units` bytes, so the head holds all of it.
+  pub fn for_units(max_units: usize) -> Self {
+    let cap = max_units.saturating_mul(4).saturating_add(16);
+    Self { head_cap: cap, tail_cap: max_units.saturating_mul(2).saturating_add(16), ..Default::default() }
+  }
+
+  pub fn push(&mut self, mut bytes: &[u8]) {
+    self.total_bytes += bytes.len() as u64;
+    self.newlines += memchr::memchr_iter(b'\n', bytes).count() as u64;
+    self.units += bytes.iter().map(|&b| utf16_units_of_byte(b) as u64).sum::<u64>();
+    let room = self.head_cap.saturating_sub(self.head.len());
+    if room > 0 {
+      let take = room.min(bytes.len());
+      self.head.extend_from_slice(&bytes[..take]);
+      bytes = &bytes[take..];
+    }
+    if bytes.is_empty() || self.tail_cap == 0 {
+      return;
+    }
+    if bytes.len() >= self.tail_cap {
+      self.tail.clear();
+      self.tail.extend_from_slice(&bytes[bytes.len() - self.tail_cap..]);
+      self.tail_pos = 0;
+      return;
+    }
+    for &b in bytes {
+      if self.tail.len() < self.tail_cap {
+        self.tail.push(b);
+      } else {
+        self.tail[self.tail_pos] = b;
+        self.tail_pos = (self.tail_pos + 1) % self.tail_cap;
+      }
+    }
+  }
+
+  pub fn total_bytes(&self) -> u64 {
+    self.total_bytes
+  }
+
+  fn complete(&self) -> bool {
+    self.total_bytes as usize == self.head.len()
+  }
+
+  fn tail_bytes(&self) -> Vec<u8> {
+    if self.tail.len() < self.tail_cap {
+      return self.tail.clone();
+    }
+    let mut out = Vec::with_capacity(self.tail.len());
+    out.extend_from_slice(&self.tail[self.tail_pos..]);
+    out.extend_from_slice(&self.tail[..self.tail_pos]);
+    out
+  }
+
+  /// The stream as text after `middleTruncate(text, max_units)`; `max_units` must not exceed
+  /// the one given to [`HeadTail::for_units`].
+  pub fn render(&self, max_units: usize) -> String {
+    if self.complete() {
+      return middle_truncate(&String::from_utf8_lossy(&self.head), max_units);
+    }
+    let head_text = String::from_utf8_lossy(&self.head);
+    let head = utf16_prefix(&head_text, max_units / 2);
+    let tail_raw = self.tail_bytes();
+    // The ring may start inside a character: skip continuation bytes.
+    let start = tail_raw.iter().position(|&b| b & 0xC0 != 0x80).unwrap_or(tail_raw.len());
+    let tail_text = String::from_utf8_lossy(&tail_raw[start..]);
+    let tail = utf16_suffix(&tail_text, max_units - max_units / 2);
+    let omitted = (self.units as usize).saturating_sub(utf16_len(head) + utf16_len(tail));
+    let lines = self.newlines + 1;
+    format!("[Total output lines: {lines}]\n\n{head}\n\n…{omitted} chars truncated…\n\n{tail}")
+  }
+}
+
+struct StreamPair {
+  stdout: HeadTail,
+  stderr: HeadTail,
+}
+
+impl OutputSink for StreamPair {
+  fn push(&mut self, is_stdout: bool, bytes: &[u8]) {
+    if is_stdout {
+      self.stdout.push(bytes)
+    } else {
+      self.stderr.push(bytes)
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sandbox
+
+/// Exit code reported for a command stopped by its timeout (as `timeout(1)` and bashkit's
+/// cloud sandboxes report it).
+pub const TIMEOUT_EXIT_CODE: i32 = 124;
+
+pub struct ExecOptions {
+  pub command: String,
+  /// Working directory inside the workspace (`None`: the workspace root).
+  pub cwd: Option<String>,
+  pub timeout: Duration,
+  /// Each stream is rendered through `middleTruncate` at this many UTF-16 code units.
+  pub max_output_units: usize,
+  pub cancel: CancellationToken,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutcome {
+  pub stdout: String,
+  pub stderr: String,
+  pub exit_code: i32,
+  pub duration_ms: u64,
+  /// Stopped by the timeout or by cancellation.
+  pub interrupted: bool,
+  pub timed_out: bool,
+  pub aborted: bool,
+  /// A stream was longer than `max_output_units` and was middle-truncated.
+  pub truncated: bool,
+}
+
+/// Directory listing, stat and read results for the `Read` tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+  pub exists: bool,
+  pub is_dir: bool,
+  pub is_file: bool,
+  pub size: u64,
+}
+
+pub struct ReadOptions {
+  /// 1-based first line (`None`/0: the first line).
+  pub offset: Option<u64>,
+  pub limit: Option<u64>,
+  /// Without a `limit`, a file with more lines than this is refused.
+  pub max_lines_without_limit: u64,
+  pub max_line_length: usize,
+  pub max_output_length: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadOutcome {
+  Missing,
+  Directory(Vec<String>),
+  /// More than `max_lines_without_limit` lines and no `limit`.
+  TooLarge { total_lines: u64 },
+  /// A NUL byte among the first 1000 characters (the caller decides by extension).
+  Text(ReadText),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadText {
+  pub first_line: u64,
+  pub lines: Vec<String>,
+  pub content: String,
+  pub total_lines: u64,
+  pub nul_in_head: bool,
+  pub size: u64,
+}
+
+/// A workspace with bashkit's `Sandbox` operations.
+pub struct LocalSandbox {
+  workspace: Workspace,
+  env: Vec<(String, String)>,
+}
+
+impl LocalSandbox {
+  pub fn new(root: impl Into<PathBuf>, env: Vec<(String, String)>) -> Self {
+    Self { workspace: Workspace::new(root), env }
+  }
+
+  pub fn workspace(&self) -> &Workspace {
+    &self.workspace
+  }
+
+  /// The canonical absolute form of `path` (relative paths are relative to the workspace);
+  /// refuses paths outside it.
+  pub fn resolve(&self, path: &str) -> Result<Resolved, ToolError> {
+    self.workspace.resolve(path)
+  }
+
+  pub async fn exec(&self, opts: ExecOptions) -> Result<ExecOutcome, ToolError> {
+    let root = self.workspace.root()?;
+    let cwd = match &opts.cwd {
+      None => root.path.clone(),
+      Some(c) => {
+        let r = self.workspace.resolve(c)?;
+        if !r.abs.is_dir() {
+          return Err(ToolError::from_io(&std::io::Error::from_raw_os_error(libc::ENOENT), "chdir", &r.abs));
+        }
+        r.abs
+      }
+    };
+    let req = ExecRequest {
+      command: "/bin/sh".into(),
+      args: vec!["-c".into(), opts.command.clone()],
+      cwd,
+      env: self.env.clone(),
+      timeout: opts.timeout,
+      max_output_bytes: 0,
+      cancel: opts.cancel.clone(),
+    };
+    let sink = Arc::new(Mutex::new(StreamPair {
+      stdout: HeadTail::for_units(opts.max_output_units),
+      stderr: HeadTail::for_units(opts.max_output_units),
+    }));
+    let started = Instant::now();
+    let run = run_local(&req, sink.clone()).await;
+    let duration_ms = started.elapsed().as_millis() as u64;
+    if let Some(err) = run.spawn_error {
+      return Ok(ExecOutcome {
+        stdout: String::new(),
+        stderr: format!("/bin/sh: {err}"),
+        exit_code: 127,
+        duration_ms,
+        interrupted: false,
+        timed_out: false,
+        aborted: false,
+        truncated: false,
+      });
+    }
+    let pair = sink.lock().unwrap_or_else(|e| e.into_inner());
+    let max = opts.max_output_units;
+    let truncated = pair.stdout.units as usize > max || pair.stderr.units as usize > max;
+    let exit_code = match (run.code, run.signal) {
+      (Some(c), _) => c,
+      (None, Some(sig)) => 128 + sig,
+      (None, None) if run.timed_out => TIMEOUT_EXIT_CODE,
+      (None, None) => 128 + libc::SIGKILL,
+    };
+    Ok(ExecOutcome {
+      stdout: pair.stdout.render(max),
+      stderr: pair.stderr.render(max),
+      exit_code,
+      duration_ms,
+      interrupted: run.timed_out || run.aborted,
+      timed_out: run.timed_out,
+      aborted: run.aborted,
+      truncated,
+    })
+  }
+
+  pub fn stat(&self, path: &str) -> Result<Stat, ToolError> {
+    let r = self.workspace.resolve(path)?;
+    // `resolve` followed every symlink of the existing prefix, so `abs` names the target.
+    Ok(match std::fs::metadata(&r.abs) {
+      Ok(m) => Stat { exists: true, is_dir: m.is_dir(), is_file: m.is_file(), size: m.len() },
+      Err(_) => Stat { exists: false, is_dir: false, is_file: false, size: 0 },
+    })
+  }
+
+  pub fn read_to_string(&self, path: &str) -> Result<String, ToolError> {
+    let r = self.workspace.resolve(path)?;
+    let file = self.open_regular(path, &r)?;
+    let mut bytes = Vec::new();
+    (&file).read_to_end(&mut bytes).map_err(|e| ToolError::from_io(&e, "read", &r.abs))?;
+    Ok(match String::from_utf8(bytes) {
+      Ok(s) => s,
+      Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+  }
+
+  fn open_regular(&self, path: &str, r: &Resolved) -> Result<std::fs::File, ToolError> {
+    match std::fs::metadata(&r.abs) {
+      Ok(m) if m.is_dir() => {
+        return Err(ToolError::from_io(&std::io::Error::from_raw_os_error(libc::EISDIR), "read", &r.abs))
+      }
+      Ok(m) if !m.is_file() => {
+        return Err(ToolError::new("EINVAL", format!("EINVAL: not a regular file, open '{}'", r.abs.display())))
+      }
+      _ => {}
+    }
+    self.workspace.open_read(path, r, "open")
+  }
+
+  pub fn read_dir(&self, path: &str) -> Result<Vec<String>, ToolError> {
+    let r = self.workspace.resolve(path)?;
+    let dir = self.workspace.open_read(path, &r, "scandir")?;
+    // The entries of the directory this descriptor holds (no path lookup after the check).
+    let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+    let entries = std::fs::read_dir(&proc_path).map_err(|e| ToolError::from_io(&e, "scandir", &r.abs))?;
+    let mut names: Vec<String> =
+      entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    Ok(names)
+  }
+
+  /// Creates every missing directory of `rel` (relative to the root), one component at a time,
+  /// each through the workspace's own `open_parent`.
+  fn mkdir_all(&self, rel: &Path, abs_for_errors: &Path) -> Result<(), ToolError> {
+    let root = self.workspace.root()?;
+    let mut prefix = PathBuf::new();
+    for comp in rel.components() {
+      let Component::Normal(name) = comp else { continue };
+      prefix.push(name);
+      let abs = root.path.join(&prefix);
+      if abs.is_dir() {
+        continue;
+      }
+      let resolved = Resolved { abs: abs.clone(), rel: prefix.clone() };
+      let candidate = abs.to_string_lossy().into_owned();
+      let (dirfd, cname) = self.workspace.open_parent(&candidate, &resolved)?;
+      // SAFETY: valid directory descriptor and NUL-terminated name.
+      let rc = unsafe { libc::mkdirat(dirfd.as_raw_fd(), cname.as_ptr(), 0o777) };
+      if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EEXIST) {
+          return Err(ToolError::from_io(&err, "mkdir", abs_for_errors));
+        }
+      }
+    }
+    Ok(())
+  }
+
+  /// Writes `data` (creating missing parent directories), replacing an existing file atomically.
+  pub fn write(&self, path: &str, data: &[u8]) -> Result<(), ToolError> {
+    let r = self.workspace.resolve(path)?;
+    if let Some(parent) = r.rel.parent() {
+      self.mkdir_all(parent, &r.abs)?;
+    }
+    let (dir, name) = self.workspace.open_parent(path, &r)?;
+    write_replacing(&dir, &name, data, &r)
+  }
+
+  pub fn delete(&self, path: &str) -> Result<(), ToolError> {
+    let r = self.workspace.resolve(path)?;
+    let (dir, name) = self.workspace.open_parent(path, &r)?;
+    // SAFETY: valid directory descriptor and NUL-terminated name.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
+      return Err(ToolError::from_io(&std::io::Error::last_os_error(), "unlink", &r.abs));
+    }
+    Ok(())
+  }
+
+  pub fn rename(&self, from: &str, to: &str) -> Result<(), ToolError> {
+    let a = self.workspace.resolve(from)?;
+    let b = self.workspace.resolve(to)?;
+    if let Some(parent) = b.rel.parent() {
+      self.mkdir_all(parent, &b.abs)?;
+    }
+    let (da, na) = self.workspace.open_parent(from, &a)?;
+    let (db, nb) = self.workspace.open_parent(to, &b)?;
+    // SAFETY: valid directory descriptors and NUL-terminated names.
+    if unsafe { libc::renameat(da.as_raw_fd(), na.as_ptr(), db.as_raw_fd(), nb.as_ptr()) } != 0 {
+      return Err(ToolError::from_io(&std::io::Error::last_os_error(), "rename", &a.abs));
+    }
+    Ok(())
+  }
+
+  /// The `Read` tool over a path: a directory listing, or the selected lines of a text file,
+  /// streamed so that only those lines are kept.
+  pub fn read(&self, path: &str, opts: &ReadOptions) -> Result<ReadOutcome, ToolError> {
+    let r = self.workspace.resolve(path)?;
+    let meta = match std::fs::metadata(&r.abs) {
+      Ok(m) => m,
+      Err(_) => return Ok(ReadOutcome::Missing),
+    };
+    if meta.is_dir() {
+      return Ok(ReadOutcome::Directory(self.read_dir(path)?));
+    }
+    let file = self.open_regular(path, &r)?;
+    let text = read_lines(file, opts).map_err(|e| ToolError::from_io(&e, "read", &r.abs))?;
+    Ok(match text {
+      LinesResult::TooLarge(total_lines) => ReadOutcome::TooLarge { total_lines },
+      LinesResult::Text(mut t) => {
+        t.size = meta.len();
+        ReadOutcome::Text(t)
+      }
+    })
+  }
+}
+
+/// Writes `data` to a temporary sibling and renames it over `name` (a crash never leaves half a
+/// file); an existing regular file keeps its permission bits. Same approach as `write_file`'s
+/// replace; this one always replaces.
+fn write_replacing(dir: &OwnedFd, name: &CString, data: &[u8], r: &Resolved) -> Result<(), ToolError> {
+  let io_err = |e: std::io::Error, syscall: &str| ToolError::from_io(&e, syscall, &r.abs);
+  let mut st: libc::stat = unsafe { std::mem::zeroed() };
+  // SAFETY: valid dirfd, NUL-terminated name, writable stat buffer.
+  let exists = unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } == 0;
+  if exists && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR {
+    return Err(io_err(std::io::Error::from_raw_os_error(libc::EISDIR), "open"));
+  }
+  let is_regular = exists && (st.st_mode & libc::S_IFMT) == libc::S_IFREG;
+  let mode = if is_regular { st.st_mode & 0o7777 } else { 0o666 };
+  let tmp = CString::new(format!(".{}.knap-{}", name.to_string_lossy(), uuid::Uuid::new_v4().simple()))
+    .map_err(|_| ToolError::new("EINVAL", "path contains a NUL byte"))?;
+  let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+  let fd = openat(dir.as_raw_fd(), &tmp, flags, mode).map_err(|e| io_err(e, "open"))?;
+  let cleanup = |e: ToolError| {
+    // SAFETY: removes the temporary this function created.
+    unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
+    e
+  };
+  if is_regular {
+    // SAFETY: valid fd; keep the original permission bits despite the umask.
+    unsafe { libc::fchmod(fd.as_raw_fd(), mode) };
+  }
+  let mut file = std::fs::File::from(fd);
+  file.write_all(data).map_err(|e| cleanup(io_err(e, "write")))?;
+  drop(file);
+  // SAFETY: both names are relative to the same valid directory descriptor.
+  if unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) } != 0 {
+    return Err(cleanup(io_err(std::io::Error::last_os_error(), "rename")));
+  }
+  Ok(())
+}
+
+enum LinesResult {
+  TooLarge(u64),
+  Text(ReadText),
+}
+
+/// One line being assembled: its kept bytes and whether more followed.
+struct LineBuf {
+  bytes: Vec<u8>,
+  cut: bool,
+}
+
+/// Streams `reader` line by line (`split("\n")` semantics: `n` newlines make `n + 1` lines),
+/// keeping the lines of `[offset, offset + limit)` cut at `max_line_length` units plus `…`.
+fn read_lines(mut reader: impl Read, opts: &ReadOptions) -> std::io::Result<LinesResult> {
+  let start = opts.offset.unwrap_or(0).saturating_sub(1);
+  let end = opts.limit.filter(|&l| l > 0).map(|l| start.saturating_add(l)).unwrap_or(u64::MAX);
+  let guard = if opts.limit.filter(|&l| l > 0).is_none() { Some(opts.max_lines_without_limit) } else { None };
+  let max_line = opts.max_line_length;
+  // A line of `max_line` units is at most 3 bytes a unit; keep a little more to see the cut.
+  let byte_cap = max_line.saturating_mul(4).saturating_add(8);
+
+  let mut kept: Vec<String> = Vec::new();
+  let mut line_no: u64 = 0; // 0-based index of the line being read
+  let mut cur = LineBuf { bytes: Vec::new(), cut: false };
+  let mut buf = vec![0u8; READ_CHUNK_BYTES];
+  // NUL among the first 1000 characters.
+  let mut head_units = 0usize;
+  let mut nul_in_head = false;
+  let mut over_guard = false;
+
+  let finish_line = |cur: &mut LineBuf, kept: &mut Vec<String>| {
+    let text = String::from_utf8_lossy(&cur.bytes);
+    let mut s = utf16_prefix(&text, max_line).to_string();
+    if cur.cut || utf16_len(&text) > max_line {
+      s.push('…');
+    }
+    kept.push(s);
+    cur.bytes.clear();
+    cur.cut = false;
+  };
+
+  loop {
+    let n = match reader.read(&mut buf) {
+      Ok(0) => break,
+      Ok(n) => n,
+      Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+      Err(e) => return Err(e),
+    };
+    let chunk = &buf[..n];
+    if head_units < 1000 {
+      for &b in chunk {
+        if head_units >= 1000 {
+          break;
+        }
+        if b == 0 {
+          nul_in_head = true;
+        }
+        head_units += utf16_units_of_byte(b);
+      }
+    }
+    let mut pos = 0;
+    while pos < chunk.len() {
+      let nl = memchr::memchr(b'\n', &chunk[pos..]).map(|i| pos + i);
+      let seg_end = nl.unwrap_or(chunk.len());
+      let in_range = !over_guard && line_no >= start && line_no < end;
+      if in_range && !cur.cut {
+        let seg = &chunk[pos..seg_end];
+        let room = byte_cap.saturating_sub(cur.bytes.len());
+        if seg.len() > room {
+          cur.bytes.extend_from_slice(&seg[..room]);
+          cur.cut = true;
+        } else {
+          cur.bytes.extend_from_slice(seg);
+        }
+      }
+      match nl {
+        Some(i) => {
+          if in_range {
+            finish_line(&mut cur, &mut kept);
+          }
+          line_no += 1;
+          if let Some(g) = guard {
+            if line_no + 1 > g {
+              over_guard = true;
+              kept.clear();
+            }
+          }
+          pos = i + 1;
+        }
+        None => pos = chunk.len(),
+      }
+    }
+  }
+  let total_lines = line_no + 1;
+  if let Some(g) = guard {
+    if total_lines > g {
+      return Ok(LinesResult::TooLarge(total_lines));
+    }
+  }
+  if line_no >= start && line_no < end {
+    finish_line(&mut cur, &mut kept);
+  }
+  let content = middle_truncate(&kept.join("\n"), opts.max_output_length);
+  Ok(LinesResult::Text(ReadText { first_line: start + 1, lines: kept, content, total_lines, nul_in_head, size: 0 }))
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn opts() -> ReadOptions {
+    ReadOptions { offset: None, limit: None, max_lines_without_limit: 500, max_line_length: 2000, max_output_length: 60000 }
+  }
+
+  fn text(r: LinesResult) -> ReadText {
+    match r {
+      LinesResult::Text(t) => t,
+      LinesResult::TooLarge(n) => panic!("too large: {n}"),
+    }
+  }
+
+  #[test]
+  fn middle_truncate_matches_the_js_rule() {
+    assert_eq!(middle_truncate("abc", 3), "abc");
+    // 10 chars, max 4: head 2, tail 2, omitted 6, 1 line.
+    assert_eq!(middle_truncate("0123456789", 4), "[Total output lines: 1]\n\n01\n\n…6 chars truncated…\n\n89");
+    assert_eq!(middle_truncate("a\nb\nc\nd\ne", 5), "[Total output lines: 5]\n\na\n\n\n…4 chars truncated…\n\nd\ne");
+  }
+
+  #[test]
+  fn head_tail_renders_like_the_whole_text() {
+    let mut whole = String::new();
+    for i in 0..5000 {
+      whole.push_str(&format!("line {i} é😀\n"));
+    }
+    for max in [10usize, 101, 3000, 200_000] {
+      let mut ht = HeadTail::for_units(max);
+      for chunk in whole.as_bytes().chunks(777) {
+        ht.push(chunk);
+      }
+      assert_eq!(ht.render(max), middle_truncate(&whole, max), "max {max}");
+    }
+  }
+
+  #[test]
+  fn read_lines_split_semantics_and_window() {
+    let t = text(read_lines(&b"a\nb\n"[..], &opts()).unwrap());
+    assert_eq!(t.lines, vec!["a", "b", ""]);
+    assert_eq!(t.total_lines, 3);
+    assert_eq!(t.content, "a\nb\n");
+    let o = ReadOptions { offset: Some(2), limit: Some(1), ..opts() };
+    let t = text(read_lines(&b"a\nb\nc"[..], &o).unwrap());
+    assert_eq!((t.first_line, t.lines.clone(), t.total_lines), (2, vec!["b".to_string()], 3));
+    let empty = text(read_lines(&b""[..], &opts()).unwrap());
+    assert_eq!(empty.lines, vec![""]);
+  }
+
+  #[test]
+  fn read_lines_guard_and_long_lines() {
+    let many = "x\n".repeat(600);
+    match read_lines(many.as_bytes(), &opts()).unwrap() {
+      LinesResult::TooLarge(n) => assert_eq!(n, 601),
+      _ => panic!("expected the line guard"),
+    }
+    let long = "y".repeat(5000);
+    let t = text(read_lines(long.as_bytes(), &opts()).unwrap());
+    assert_eq!(t.lines[0], format!("{}…", "y".repeat(2000)));
+    let exact = "z".repeat(2000);
+    let t = text(read_lines(exact.as_bytes(), &opts()).unwrap());
+    assert_eq!(t.lines[0], exact);
+  }
+
+  #[test]
+  fn nul_detection_is_limited_to_the_head() {
+    let t = text(read_lines(&b"ab\0cd"[..], &opts()).unwrap());
+    assert!(t.nul_in_head);
+    let mut late = vec![b'a'; 1500];
+    late.push(0);
+    let t = text(read_lines(&late[..], &opts()).unwrap());
+    assert!(!t.nul_in_head);
+  }
+
+  #[tokio::test]
+  async fn exec_captures_head_and_tail_and_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let sb = LocalSandbox::new(dir.path(), vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())]);
+    let out = sb
+      .exec(ExecOptions {
+        command: "seq 1 100000; echo err >&2; exit 3".into(),
+        cwd: None,
+        timeout: Duration::from_secs(30),
+        max_output_units: 100,
+        cancel: CancellationToken::new(),
+      })
+      .await
+      .unwrap();
+    assert_eq!(out.exit_code, 3);
+    assert_eq!(out.stderr, "err\n");
+    assert!(out.truncated);
+    assert!(out.stdout.starts_with("[Total output lines: 100001]\n\n1\n2\n"), "{}", &out.stdout[..60]);
+    assert!(out.stdout.ends_with("99999\n100000\n"));
+    let t = sb
+      .exec(ExecOptions {
+        command: "sleep 20".into(),
+        cwd: None,
+        timeout: Duration::from_millis(200),
+        max_output_units: 100,
+        cancel: CancellationToken::new(),
+      })
+      .await
+      .unwrap();
+    assert!(t.interrupted && t.timed_out);
+    assert_eq!(t.exit_code, TIMEOUT_EXIT_CODE);
+  }
+
+  #[test]
+  fn file_ops_stay_inside_and_create_parents() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    let sb = LocalSandbox::new(dir.path().join("ws"), vec![]);
+    sb.write("a/b/c.txt", b"hello").unwrap();
+    assert_eq!(sb.read_to_string("a/b/c.txt").unwrap(), "hello");
+    assert_eq!(sb.read_dir("a").unwrap(), vec!["b"]);
+    assert!(sb.stat("a").unwrap().is_dir);
+    sb.rename("a/b/c.txt", "d/e.txt").unwrap();
+    assert!(!sb.stat("a/b/c.txt").unwrap().exists);
+    assert_eq!(sb.read_to_string("d/e.txt").unwrap(), "hello");
+    sb.delete("d/e.txt").unwrap();
+    assert!(!sb.stat("d/e.txt").unwrap().exists);
+    assert!(sb.write("../outside.txt", b"x").is_err());
+    assert!(!dir.path().join("outside.txt").exists());
+    assert!(sb.read_to_string("/etc/passwd").is_err());
+  }
+}

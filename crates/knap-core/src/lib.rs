@@ -4,6 +4,7 @@
 
 pub mod cap;
 pub mod error;
+pub mod durable;
 pub mod exec;
 pub mod glob;
 pub mod kernel;

@@ -44,3 +44,38 @@ pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// `edit_file` reads the whole file into memory to replace text; larger files are refused.
 pub const EDIT_FILE_MAX_BYTES: usize = 256 * 1024 * 1024;
+
+/// Kernel defaults (`runtime.ts`).
+pub const DEFAULT_MAX_MODEL_CALLS: u32 = 64;
+pub const DEFAULT_MAX_TOOL_CALLS: u32 = 64;
+pub const DEFAULT_SUBAGENT_DEPTH: u32 = 2;
+pub const ABSOLUTE_SUBAGENT_DEPTH_LIMIT: u32 = 8;
+/// A tool result with `result: "inline"`/`"auto"` above this needs the recovery engine.
+pub const INLINE_TOOL_RESULT_MAX_BYTES: usize = 32_768;
+/// Any tool result above this is refused (`cave_tool_result_limit:<name>`).
+pub const TOOL_RESULT_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// `OUTPUT_CLAMP_FLOOR_TOKENS`.
+pub const OUTPUT_CLAMP_FLOOR_TOKENS: u64 = 256;
+/// Framing tokens reserved per message when estimating a call's input.
+pub const BUDGET_FRAMING_TOKENS_PER_MESSAGE: u64 = 16;
+/// Breaker defaults (`breakers.ts`).
+pub const BREAKER_REPEATED_TOOL_CALLS: u32 = 3;
+pub const BREAKER_REPEATED_WINDOW_TURNS: u32 = 8;
+pub const BREAKER_NO_PROGRESS_TURNS: u32 = 3;
+pub const BREAKER_MAX_TOOL_CALLS_PER_TURN: u32 = 8;
+/// Output tokens asked for when neither the definition nor the model says (pi's default cap).
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 4_000;
+
+/// Durable journal limits (`durable-limits.ts`).
+pub const DURABLE_JOURNAL_VERSION: u64 = 2;
+pub const DURABLE_MAX_JOURNAL_EVENTS: usize = 100_000;
+pub const DURABLE_MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+pub const DURABLE_MAX_JOURNAL_BYTES: usize = 256 * 1024 * 1024;
+pub const DURABLE_MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
+pub const DURABLE_MAX_VALUE_DEPTH: usize = 64;
+pub const DURABLE_MAX_VALUE_NODES: usize = 200_000;
+pub const DURABLE_MAX_ERROR_MESSAGE_BYTES: usize = 4096;
+pub const DURABLE_MAX_ERROR_NAME_BYTES: usize = 256;
+pub const DURABLE_MAX_CODE_BYTES: usize = 512;
+/// `list()` reads at most this much of each journal's first line.
+pub const DURABLE_LIST_FIRST_LINE_BYTES: usize = 64 * 1024;

@@ -20,7 +20,6 @@ struct FakeHost {
   events: Mutex<Vec<Value>>,
   tool_log: Mutex<Vec<String>>,
   policy: Option<Arc<dyn ToolPolicy>>,
-  policy_log: Arc<Mutex<Vec<PolicyInput>>>,
   toolset: Option<Arc<ShellTools>>,
 }
 

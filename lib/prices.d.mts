@@ -1,0 +1,5 @@
+export interface ModelPrice { input: number; output: number; cacheRead: number; cacheWrite: number }
+export interface PriceCatalog { version: 1; source: string; models: Record<string, ModelPrice> }
+export declare function priceCatalog(): PriceCatalog;
+export declare function priceOf(provider: string, id: string): ModelPrice | undefined;
+export declare function estimateCostUsd(provider: string, id: string, usage: { input?: number; output?: number; cacheRead?: number; cacheWrite?: number }): number | undefined;

@@ -1,0 +1,14 @@
+import type { AssistantMessage, AssistantMessageEvent, Context, Model, StreamFn, StreamOptions } from "./pi-types.mjs";
+
+export type MessageLifecycleEvent =
+  | { type: "message_start"; message: AssistantMessage }
+  | { type: "message_update"; message: AssistantMessage; assistantMessageEvent: AssistantMessageEvent }
+  | { type: "message_end"; message: AssistantMessage };
+
+export declare function callModel(args: {
+  model: Model;
+  context: Context;
+  options?: StreamOptions;
+  streamFn: StreamFn;
+  onEvent?: (event: MessageLifecycleEvent) => void | Promise<void>;
+}): Promise<AssistantMessage>;

@@ -552,8 +552,34 @@ impl Level {
       return Ok(Verdict::Blocked { reason: text });
     }
     let effect = tool.effect.clone();
+    if let Some(policy) = self.shared.host.policy() {
+      let input = PolicyInput {
+        run_id: self.run_id.clone(),
+        agent_id: self.agent.id.clone(),
+        agent_path: self.agent_path.clone(),
+        tool_call_id: id.to_string(),
+        parent_tool_call_id: None,
+        name: name.to_string(),
+        effect,
+        args: args.clone(),
+      };
+      if let Some(denial) = decide_tool_call(policy.as_ref(), &input, default_timeout()).await? {
+        self.receipt.record_denial(name);
+        return Ok(Verdict::Blocked { reason: denial.reason });
+      }
+    }
+    // Subagent checks run where the reference's `executeSubagent` runs them: after the policy,
+    // in its order (arguments, input limit, calls per tool name, depth, wallet), so a call that
+    // fails an earlier check does not use up `maxCalls`.
     let mut wallet = None;
-    if let ToolRuntime::Subagent { max_calls, max_cost_usd, max_tokens, .. } = &tool.runtime {
+    let tool = &self.agent.tools[index];
+    if let ToolRuntime::Subagent { max_calls, max_cost_usd, max_tokens, max_input_chars, .. } = &tool.runtime {
+      let Some(task) = args.get("task").and_then(Value::as_str) else {
+        return blocked("cave_subagent_arguments_invalid");
+      };
+      if task.chars().map(char::len_utf16).sum::<usize>() as u64 > *max_input_chars {
+        return blocked("cave_subagent_input_limit");
+      }
       let used = self.subagent_calls.entry(name.to_string()).or_insert(0);
       if *used >= *max_calls {
         return blocked("cave_subagent_call_budget");
@@ -575,22 +601,6 @@ impl Level {
         let mut m = Meter::new(parent.denomination, cap, Some(carve), Some(parent.floor));
         m.max = cap;
         wallet = Some(m);
-      }
-    }
-    if let Some(policy) = self.shared.host.policy() {
-      let input = PolicyInput {
-        run_id: self.run_id.clone(),
-        agent_id: self.agent.id.clone(),
-        agent_path: self.agent_path.clone(),
-        tool_call_id: id.to_string(),
-        parent_tool_call_id: None,
-        name: name.to_string(),
-        effect,
-        args: args.clone(),
-      };
-      if let Some(denial) = decide_tool_call(policy.as_ref(), &input, default_timeout()).await? {
-        self.receipt.record_denial(name);
-        return Ok(Verdict::Blocked { reason: denial.reason });
       }
     }
     Ok(Verdict::Run { index, args: args.clone(), wallet })
@@ -785,13 +795,8 @@ async fn execute(ctx: ExecContext, tool: ToolSpec, args: Value, tool_call_id: St
         }
       }
     }
-    ToolRuntime::Subagent { agent, max_input_chars, max_context_tokens, .. } => {
-      let Some(task) = args.get("task").and_then(Value::as_str) else {
-        return tool_error("cave_subagent_arguments_invalid");
-      };
-      if task.chars().map(char::len_utf16).sum::<usize>() as u64 > *max_input_chars {
-        return tool_error("cave_subagent_input_limit");
-      }
+    ToolRuntime::Subagent { agent, max_context_tokens, .. } => {
+      let task = args.get("task").and_then(Value::as_str).unwrap_or_default();
       if (task.len() as u64).div_ceil(4) > *max_context_tokens {
         return tool_error("cave_subagent_context_budget");
       }

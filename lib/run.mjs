@@ -148,8 +148,14 @@ function serializeToolResult(name, value) {
   return text;
 }
 
-/** The same run as an async generator of `CavemanRunEvent`s. */
-export async function* stream(definition, input, options = {}) {
+const CACHE_RETENTIONS = new Set(["none", "short", "long"]);
+
+/**
+ * The same run as an async generator of `CavemanRunEvent`s. As in the reference, internal
+ * options, the definition and the input are checked when `stream()` is called (a synchronous
+ * throw; `run()` turns it into a rejection); the other option errors come from the first `next()`.
+ */
+export function stream(definition, input, options = {}) {
   options = options ?? {};
   for (const key of INTERNAL_OPTIONS) {
     if (key in options) {
@@ -158,6 +164,13 @@ export async function* stream(definition, input, options = {}) {
   }
   if (definition?.kind !== "agent") throw new Error("caveman agent: run needs an agent() definition");
   const content = userContent(input);
+  return runEvents(definition, content, options);
+}
+
+async function* runEvents(definition, content, options) {
+  if (options.cacheRetention !== undefined && !CACHE_RETENTIONS.has(options.cacheRetention)) {
+    throw new Error(`cave_cache_retention_invalid: cacheRetention must be "none", "short" or "long", got ${JSON.stringify(options.cacheRetention)}`);
+  }
   const rootDir = options.rootDir ?? process.cwd();
   const runId = options.durable?.runId ?? randomUUID();
   let sandbox = definition.sandbox;

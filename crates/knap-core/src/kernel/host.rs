@@ -32,6 +32,8 @@ pub struct HostToolCall {
   pub args: Value,
   pub tool_call_id: String,
   pub parent_tool_call_id: Option<String>,
+  /// `context.durable` on durable runs: `(idempotencyKey, resumed)`.
+  pub durable: Option<(String, bool)>,
 }
 
 pub trait Host: Send + Sync {

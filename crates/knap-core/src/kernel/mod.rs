@@ -5,11 +5,13 @@
 pub mod budget;
 pub mod host;
 pub mod receipt;
+mod journaling;
 mod run;
 pub mod schema;
 pub mod spec;
 
-pub use run::{run_agent, Prepared, RunFailure};
+pub use journaling::error_code;
+pub use run::{definition_sha256, run_agent, DurableSetup, Prepared, RunFailure};
 
 #[cfg(test)]
 mod tests;

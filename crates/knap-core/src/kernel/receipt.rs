@@ -73,6 +73,8 @@ pub struct Receipt {
   pub tranches: Vec<Value>,
   pub breakers: Vec<BreakerEvent>,
   pub compactions: Vec<Value>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub resume: Option<Value>,
 }
 
 impl Receipt {
@@ -99,6 +101,7 @@ impl Receipt {
       tranches: Vec::new(),
       breakers: Vec::new(),
       compactions: Vec::new(),
+      resume: None,
     }
   }
 

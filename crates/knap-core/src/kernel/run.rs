@@ -14,7 +14,12 @@ use super::budget::{catalog_price, round10, Admission, Denomination, Meter, Pric
 use super::host::{Host, HostToolCall, ModelCall};
 use super::receipt::{BreakerEvent, Receipt, ReceiptCall};
 use super::schema::{stable_stringify, validate};
+use super::journaling::{error_code, DurableRun, ToolIdentity, ToolPlan};
 use super::spec::{AgentSpec, OptionError, RunLimits, RunOptionsSpec, ToolRuntime, ToolSpec};
+use crate::durable::canonical::{child_path, sha256_hex as digest_hex};
+use crate::durable::journal::{analyze, Expected, Journal, JournalState, PriorTotals, ResumeState};
+use crate::durable::store::DurableStore;
+use crate::durable::{run_id_error, valid_run_id, DurableError};
 use crate::exec::BoxFuture;
 use crate::limits::{DEFAULT_MAX_OUTPUT_TOKENS, INLINE_TOOL_RESULT_MAX_BYTES, TOOL_RESULT_MAX_BYTES};
 use crate::policy::{decide_tool_call, default_timeout, PolicyError, PolicyInput};
@@ -22,9 +27,28 @@ use crate::policy::{decide_tool_call, default_timeout, PolicyError, PolicyInput}
 /// A run error: becomes `run_error` / `CavemanRunError` with the partial receipt.
 #[derive(Debug, Clone)]
 pub struct RunFailure {
-  /// The underlying message (`cave_*: …`); the JS layer derives `code` from it as the reference does.
+  /// The underlying message (`cave_*: …`); `code` is derived from it as the reference does,
+  /// unless a replayed failure carries its journaled `code`.
   pub message: String,
   pub receipt: Value,
+  pub code: Option<String>,
+  /// Refused before the run started (lock, journal identity, corruption): a plain error.
+  pub pre_run: bool,
+}
+
+impl RunFailure {
+  fn refused(e: DurableError) -> Self {
+    Self { message: e.message, receipt: Value::Null, code: Some(e.code), pre_run: true }
+  }
+}
+
+/// A durable run's store and the identity its journal is bound to.
+pub struct DurableSetup {
+  pub store: Arc<dyn DurableStore>,
+  pub definition_sha256: String,
+  /// The literal input (a string, or the parts).
+  pub input: Value,
+  pub session_id: String,
 }
 
 /// Options validated and the tree-wide state built, ready to run.
@@ -49,6 +73,7 @@ struct Shared {
   limits: RunLimits,
   next_conversation: AtomicU64,
   next_call: AtomicU64,
+  durable: Option<Arc<DurableRun>>,
 }
 
 fn now_ms() -> u64 {
@@ -66,9 +91,54 @@ pub async fn run_agent(
   agent: AgentSpec,
   prepared: Prepared,
   cancel: CancellationToken,
+  durable: Option<DurableSetup>,
 ) -> Result<Value, RunFailure> {
   let started = Instant::now();
   let Prepared { limits, meter, options } = prepared;
+  let run_id = options.run_id.clone();
+  let mut resume: Option<Box<ResumeState>> = None;
+  let mut durable_run = None;
+  let mut store_held: Option<Arc<dyn DurableStore>> = None;
+  if let Some(setup) = durable {
+    if !valid_run_id(&run_id) {
+      return Err(RunFailure::refused(run_id_error()));
+    }
+    if options.max_cost_usd.is_some() {
+      return Err(RunFailure::refused(DurableError::coded("cave_durable_max_cost_usd_unsupported", "use RunOptions.budget with durable runs")));
+    }
+    let store = setup.store.clone();
+    store.acquire(&run_id).await.map_err(RunFailure::refused)?;
+    let opened = open_journal(&store, &run_id, &agent, &options, &meter, &setup).await;
+    let state = match opened {
+      Ok(state) => state,
+      Err(e) => {
+        release(&store, &run_id).await;
+        return Err(RunFailure::refused(e));
+      }
+    };
+    match state {
+      (JournalState::Completed { result }, _) => {
+        release(&store, &run_id).await;
+        host.emit(json!({"type": "run_start", "runId": run_id, "agentId": agent.id}));
+        host.emit(json!({"type": "run_end", "runId": run_id, "result": result}));
+        return Ok(result);
+      }
+      (JournalState::Failed { code, message, receipt }, _) => {
+        release(&store, &run_id).await;
+        host.emit(json!({"type": "run_start", "runId": run_id, "agentId": agent.id}));
+        host.emit(json!({"type": "run_error", "runId": run_id, "code": code, "message": message, "receipt": receipt}));
+        return Err(RunFailure { message, receipt, code: Some(code), pre_run: false });
+      }
+      (JournalState::Fresh, journal) => {
+        durable_run = Some(Arc::new(DurableRun::new(&run_id, journal, Vec::new(), meter.is_some())));
+      }
+      (JournalState::Pending(state), journal) => {
+        durable_run = Some(Arc::new(DurableRun::new(&run_id, journal, state.replay.clone(), meter.is_some())));
+        resume = Some(state);
+      }
+    }
+    store_held = Some(store);
+  }
   let shared = Arc::new(Shared {
     host,
     cancel,
@@ -76,15 +146,142 @@ pub async fn run_agent(
     limits,
     next_conversation: AtomicU64::new(1),
     next_call: AtomicU64::new(1),
+    durable: durable_run.clone(),
   });
-  shared.host.emit(json!({"type": "run_start", "runId": options.run_id, "agentId": agent.id}));
-  let level = Level::new(shared.clone(), Arc::new(agent), options.run_id.clone(), Vec::new(), 0, meter, true);
-  let outcome = level.run(options.input.clone(), started).await;
+  shared.host.emit(json!({"type": "run_start", "runId": run_id, "agentId": agent.id}));
+  let mut level = Level::new(shared.clone(), Arc::new(agent), run_id.clone(), Vec::new(), String::new(), 0, meter, true);
+  let mut outcome = match resume {
+    Some(state) => match level.restore(&state).await {
+      Ok(()) => level.run(options.input.clone(), started).await,
+      Err(f) => Err(f),
+    },
+    None => level.run(options.input.clone(), started).await,
+  };
+  if let Some(d) = &durable_run {
+    // Durability before visibility: the terminal event is fsynced before the caller sees it.
+    let written = match &outcome {
+      Ok(result) => d.completed(result).await,
+      // An abort is the deliberate twin of a crash: the run stays resumable.
+      Err(_) if shared.cancel.is_cancelled() => Ok(()),
+      Err(f) => d.failed(error_code(&f.message), &f.message, &f.receipt).await,
+    };
+    if let Err(e) = written {
+      outcome = Err(RunFailure { message: e.message, receipt: Value::Null, code: Some(e.code), pre_run: false });
+    }
+  }
+  if let Some(store) = &store_held {
+    release(store, &run_id).await;
+  }
   match &outcome {
-    Ok(result) => shared.host.emit(json!({"type": "run_end", "runId": options.run_id, "result": result})),
-    Err(f) => shared.host.emit(json!({"type": "run_error", "runId": options.run_id, "message": f.message, "receipt": f.receipt})),
+    Ok(result) => shared.host.emit(json!({"type": "run_end", "runId": run_id, "result": result})),
+    Err(f) => shared.host.emit(json!({"type": "run_error", "runId": run_id, "code": f.code, "message": f.message, "receipt": f.receipt})),
   }
   outcome
+}
+
+async fn release(store: &Arc<dyn DurableStore>, run_id: &str) {
+  let _ = store.release(run_id).await;
+  let _ = store.close(run_id).await;
+}
+
+/// `definitionSha256`: the agent graph without process-local handles (tool set ids).
+pub fn definition_sha256(agent_json: &Value) -> String {
+  fn strip(v: &Value) -> Value {
+    match v {
+      Value::Object(m) => Value::Object(
+        m.iter().filter(|(k, _)| k.as_str() != "toolset").map(|(k, v)| (k.clone(), strip(v))).collect(),
+      ),
+      Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
+      other => other.clone(),
+    }
+  }
+  let canonical = crate::durable::canonical::canonical_json(&strip(agent_json)).unwrap_or_default();
+  digest_hex(canonical.as_bytes())
+}
+
+/// Loads and checks the journal; writes `run_started` (fresh) or `resumed` (pending).
+async fn open_journal(
+  store: &Arc<dyn DurableStore>,
+  run_id: &str,
+  agent: &AgentSpec,
+  options: &RunOptionsSpec,
+  meter: &Option<Meter>,
+  setup: &DurableSetup,
+) -> Result<(JournalState, Journal), DurableError> {
+  let lines = store.load(run_id).await?;
+  let denomination = meter.as_ref().map(|m| m.denomination.as_str()).unwrap_or("none").to_string();
+  let budget_max = meter.as_ref().map(|m| m.max);
+  let budget_sha256 = match &options.budget {
+    Some(b) => digest_hex(stable_stringify(&serde_json::to_value(BudgetDigest::from(b)).unwrap_or_default()).as_bytes()),
+    None => "none".to_string(),
+  };
+  let expected = Expected {
+    run_id: run_id.into(),
+    agent_id: agent.id.clone(),
+    definition_sha256: setup.definition_sha256.clone(),
+    input: setup.input.clone(),
+    denomination: denomination.clone(),
+    budget_max,
+    budget_sha256: budget_sha256.clone(),
+  };
+  let state = analyze(&lines, &expected)?;
+  let pid = std::process::id();
+  let journal = match &state {
+    JournalState::Fresh => {
+      let mut j = Journal::new(store.clone(), run_id, 0, 0);
+      let mut fields = json!({
+        "runId": run_id, "agentId": agent.id, "definitionSha256": setup.definition_sha256, "input": setup.input,
+        "sessionId": setup.session_id, "denomination": denomination, "budgetSha256": budget_sha256, "pid": pid
+      });
+      if let Some(max) = budget_max {
+        fields["budgetMax"] = json!(max);
+      }
+      j.emit_flush("run_started", fields).await?;
+      j
+    }
+    JournalState::Pending(st) => {
+      if let Some(r) = st.replay.iter().find(|r| r.settled.is_none() && (r.effect == "write" || r.effect == "external")) {
+        // Never re-run a side effect blind. Journaled as the attempt's terminal failure below.
+        let mut j = Journal::new(store.clone(), run_id, st.events, st.bytes);
+        j.emit_flush("resumed", json!({"attempt": st.attempts + 1, "unmatchedIntents": st.possible_double_count, "pid": pid})).await?;
+        let msg = format!("cave_durable_tool_effect_uncertain:{}:{}", r.name, r.tool_call_id);
+        let receipt = Receipt::new(run_id, &agent.id).to_value();
+        let code = error_code(&msg).to_string();
+        j.emit_flush("run_failed", json!({"code": code, "message": msg, "receipt": receipt})).await?;
+        return Ok((JournalState::Failed { code, message: msg, receipt }, j));
+      }
+      let mut j = Journal::new(store.clone(), run_id, st.events, st.bytes);
+      j.emit_flush("resumed", json!({"attempt": st.attempts + 1, "unmatchedIntents": st.possible_double_count, "pid": pid})).await?;
+      j
+    }
+    _ => Journal::new(store.clone(), run_id, 0, 0),
+  };
+  Ok((state, journal))
+}
+
+/// The normalized budget whose digest binds a durable run's money contract.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BudgetDigest {
+  max_usd: Option<f64>,
+  max_tokens: Option<f64>,
+  initial_usd: Option<f64>,
+  initial_tokens: Option<f64>,
+  output_floor_tokens: Option<f64>,
+  on_exhausted: String,
+}
+
+impl From<&super::spec::BudgetSpec> for BudgetDigest {
+  fn from(b: &super::spec::BudgetSpec) -> Self {
+    Self {
+      max_usd: b.max_usd,
+      max_tokens: b.max_tokens,
+      initial_usd: b.initial_usd,
+      initial_tokens: b.initial_tokens,
+      output_floor_tokens: Some(b.output_floor_tokens.unwrap_or(crate::limits::OUTPUT_CLAMP_FLOOR_TOKENS as f64)),
+      on_exhausted: b.on_exhausted.clone().unwrap_or_else(|| "compact".into()),
+    }
+  }
 }
 
 /// What executing one tool call produced.
@@ -168,14 +365,22 @@ struct Level {
   turn_signatures: VecDeque<String>,
   subagent_calls: HashMap<String, u32>,
   last_assistant: Option<Value>,
+  /// Durable path: `""` at the root, `<tool>:<sha256(callId)>` segments below.
+  path: String,
+  /// Root of a durable run: messages not yet journaled in a `turn` event.
+  unjournaled: Vec<Value>,
+  /// Set on a resumed attempt: `receipt.resume` and the prior usage.
+  resume: Option<(Value, PriorTotals)>,
 }
 
 impl Level {
+  #[allow(clippy::too_many_arguments)]
   fn new(
     shared: Arc<Shared>,
     agent: Arc<AgentSpec>,
     run_id: String,
     agent_path: Vec<String>,
+    path: String,
     depth: u32,
     meter: Option<Meter>,
     root: bool,
@@ -207,7 +412,55 @@ impl Level {
       turn_signatures: VecDeque::new(),
       subagent_calls: HashMap::new(),
       last_assistant: None,
+      path,
+      unjournaled: Vec::new(),
+      resume: None,
     }
+  }
+
+  fn durable(&self) -> Option<Arc<DurableRun>> {
+    self.shared.durable.clone()
+  }
+
+  /// A resumed attempt: settled spend preloaded, counters and the transcript restored.
+  async fn restore(&mut self, state: &ResumeState) -> Result<(), RunFailure> {
+    if let Some(m) = &mut self.meter {
+      m.settle(state.prior_settled);
+    }
+    self.model_calls = state.prior_root_model_calls as u32;
+    for (name, is_error) in &state.prior_tool_events {
+      self.receipt.record_call(name);
+      if *is_error {
+        self.receipt.record_error(name);
+      }
+      self.tool_names.push(name.clone());
+      self.tool_budget_count += 1;
+    }
+    let p = &state.prior_totals;
+    let mut resume = json!({
+      "attempts": state.attempts + 1,
+      "priorCalls": state.prior_calls,
+      "priorEstimatedUsd": round10(p.estimated_usd),
+      "priorTokens": p.input + p.output + p.cache_read + p.cache_write,
+      "priorUnpriced": p.unpriced,
+      "possibleDoubleCountCalls": state.possible_double_count,
+      "discardedPartialTurn": state.discarded_partial_turn
+    });
+    if self.meter.is_some() {
+      resume["priorSettled"] = json!(round10(state.prior_settled));
+    }
+    self.resume = Some((resume, p.clone()));
+    if state.has_completed_turn {
+      for m in &state.messages {
+        self.context_bytes += m.to_string().len();
+        self.message_count += 1;
+        self.pending.push(m.clone());
+      }
+      if let Some(last) = state.messages.iter().rev().find(|m| m["role"] == "assistant") {
+        self.last_assistant = Some(last.clone());
+      }
+    }
+    Ok(())
   }
 
   fn emit_pi(&self, event: Value) {
@@ -219,12 +472,30 @@ impl Level {
   fn push_message(&mut self, msg: Value) {
     self.context_bytes += msg.to_string().len();
     self.message_count += 1;
+    if self.root && self.shared.durable.is_some() {
+      self.unjournaled.push(msg.clone());
+    }
     self.pending.push(msg);
+  }
+
+  fn fail_durable(&mut self, e: DurableError) -> RunFailure {
+    self.fail(e.message)
+  }
+
+  /// `turn`: the messages since the last checkpoint, durable before the next call.
+  async fn journal_turn(&mut self) -> Result<(), RunFailure> {
+    if let (true, Some(d)) = (self.root, self.durable()) {
+      let messages = std::mem::take(&mut self.unjournaled);
+      if let Err(e) = d.turn(messages).await {
+        return Err(self.fail_durable(e));
+      }
+    }
+    Ok(())
   }
 
   fn fail(&mut self, message: impl Into<String>) -> RunFailure {
     self.finish_receipt();
-    RunFailure { message: message.into(), receipt: self.receipt.to_value() }
+    RunFailure { message: message.into(), receipt: self.receipt.to_value(), code: None, pre_run: false }
   }
 
   fn system_prompt(&self) -> String {
@@ -276,11 +547,13 @@ impl Level {
     let system = self.system_prompt();
     self.context_bytes += system.len();
     self.context_bytes += Value::Array(self.tool_schemas()).to_string().len();
-    let user = json!({"role": "user", "content": input, "timestamp": now_ms()});
     self.emit_pi(json!({"type": "agent_start"}));
-    self.emit_pi(json!({"type": "message_start", "message": user}));
-    self.emit_pi(json!({"type": "message_end", "message": user}));
-    self.push_message(user);
+    if self.pending.is_empty() {
+      let user = json!({"role": "user", "content": input, "timestamp": now_ms()});
+      self.emit_pi(json!({"type": "message_start", "message": user}));
+      self.emit_pi(json!({"type": "message_end", "message": user}));
+      self.push_message(user);
+    }
 
     loop {
       let Some(message) = self.model_turn(&system).await? else { break };
@@ -290,12 +563,19 @@ impl Level {
         .map(|parts| parts.iter().filter(|p| p.get("type").and_then(Value::as_str) == Some("toolCall")).cloned().collect())
         .unwrap_or_default();
       if calls.is_empty() {
+        self.journal_turn().await?;
         self.emit_pi(json!({"type": "turn_end", "message": message, "toolResults": []}));
         break;
       }
       let results = self.run_tool_calls(&calls).await?;
+      self.journal_turn().await?;
       self.emit_pi(json!({"type": "turn_end", "message": message, "toolResults": results}));
       self.check_no_progress(&message);
+    }
+    if let (true, Some(d)) = (self.root, self.durable()) {
+      if let Some(text) = d.fatal().or_else(|| d.incomplete()) {
+        return Err(self.fail(text));
+      }
     }
     self.emit_pi(json!({"type": "agent_end"}));
     self.finish(started)
@@ -341,6 +621,16 @@ impl Level {
         }
       }
     }
+    let durable = self.durable();
+    if let Some(d) = &durable {
+      if let Some(text) = d.fatal() {
+        return Err(self.fail(text));
+      }
+      let (provider, model) = (self.agent.model.provider.clone(), self.agent.model.id.clone());
+      if let Err(e) = d.call_started(&self.path, &provider, &model).await {
+        return Err(self.fail_durable(e));
+      }
+    }
     self.model_calls += 1;
     self.emit_pi(json!({"type": "turn_start"}));
     let first = std::mem::replace(&mut self.first_call, false);
@@ -360,9 +650,19 @@ impl Level {
     };
     let message = match reply {
       Ok(m) => m,
-      Err(e) => return Err(self.fail(e)),
+      Err(e) => {
+        if let Some(d) = &durable {
+          let _ = d.call_abandoned(&self.path).await;
+        }
+        return Err(self.fail(e));
+      }
     };
-    self.account(&message, clamped);
+    let (call, amount) = self.account(&message, clamped);
+    if let Some(d) = &durable {
+      if let Err(e) = d.call_settled(&self.path, call, amount).await {
+        return Err(self.fail_durable(e));
+      }
+    }
     match message.get("stopReason").and_then(Value::as_str) {
       Some("error") => {
         let detail = message.get("errorMessage").and_then(Value::as_str).unwrap_or("provider error").to_string();
@@ -381,16 +681,19 @@ impl Level {
     Ok(Some(message))
   }
 
-  fn account(&mut self, message: &Value, clamped: Option<u64>) {
+  /// Accounts a provider message; returns the journaled usage and the settled amount.
+  fn account(&mut self, message: &Value, clamped: Option<u64>) -> (Value, f64) {
     let usage = Usage::from_message(message);
     let unpriced = self.price.is_none();
     let cost = self.price.as_ref().map(|p| usage.cost(p)).unwrap_or(0.0);
     self.totals.add_usage(&usage, cost, unpriced);
+    let mut amount = 0.0;
     if let Some(m) = &mut self.meter {
-      m.settle(match m.denomination {
+      amount = match m.denomination {
         Denomination::Usd => cost,
         Denomination::Tokens => usage.total() as f64,
-      });
+      };
+      m.settle(amount);
     }
     self.receipt.calls.push(ReceiptCall {
       provider: message.get("provider").and_then(Value::as_str).unwrap_or(&self.agent.model.provider).to_string(),
@@ -405,6 +708,11 @@ impl Level {
       usage_basis: "provider_reported",
       clamped_output_tokens: clamped,
     });
+    let mut call = serde_json::to_value(self.receipt.calls.last()).unwrap_or_default();
+    if let Some(o) = call.as_object_mut() {
+      o.remove("clampedOutputTokens");
+    }
+    (call, amount)
   }
 
   /// Runs one turn's tool calls: consecutive `read` tools as one concurrent batch, others in order.
@@ -451,13 +759,29 @@ impl Level {
             }
             Verdict::Run { index, args, wallet } => {
               let tool = self.agent.tools[*index].clone();
-              let ctx = ExecContext {
+              let plan = self.durable().map(|d| (d.plan(&self.path, id, &tool.name, &tool.effect, args), d));
+              let mut ctx = ExecContext {
                 shared: shared.clone(),
-                run_id: self.run_id.clone(),
                 agent_path: self.agent_path.clone(),
+                path: self.path.clone(),
                 depth: self.depth,
+                durable_key: None,
               };
-              Box::pin(execute(ctx, tool, args.clone(), id.clone(), wallet.clone()))
+              match plan {
+                None => Box::pin(execute(ctx, tool, args.clone(), id.clone(), wallet.clone())),
+                Some((ToolPlan::Mismatch(text), _)) => Box::pin(async move { tool_error(text) }),
+                Some((ToolPlan::Replay(text, is_error), _)) => {
+                  Box::pin(async move { Executed { text, is_error, child: None } })
+                }
+                Some((ToolPlan::Fresh(identity), d)) => {
+                  ctx.durable_key = Some((identity.idempotency_key.clone(), false));
+                  Box::pin(execute_journaled(ctx, tool, args.clone(), identity, wallet.clone(), d, true))
+                }
+                Some((ToolPlan::Redrive(identity), d)) => {
+                  ctx.durable_key = Some((identity.idempotency_key.clone(), true));
+                  Box::pin(execute_journaled(ctx, tool, args.clone(), identity, wallet.clone(), d, false))
+                }
+              }
             }
           }
         })
@@ -627,6 +951,8 @@ impl Level {
   }
 
   fn finish_receipt(&mut self) {
+    let t = self.all_totals();
+    let resume = self.resume.as_ref().map(|(v, _)| v.clone());
     let r = &mut self.receipt;
     r.stop_reason = self.stop.unwrap_or("complete").to_string();
     if let Some(m) = &self.meter {
@@ -638,9 +964,28 @@ impl Level {
       r.cap_breached = m.cap_breached;
     }
     r.cap_breached |= r.subagents.iter().any(|s| s.get("capBreached") == Some(&Value::Bool(true)));
-    r.total_estimated_usd = round10(self.totals.cost_usd);
-    r.total_tokens = self.totals.input + self.totals.output + self.totals.cache_read + self.totals.cache_write;
-    r.unpriced = self.totals.unpriced;
+    r.total_estimated_usd = round10(t.cost_usd);
+    r.total_tokens = t.input + t.output + t.cache_read + t.cache_write;
+    r.unpriced = t.unpriced;
+    r.resume = resume;
+  }
+
+  /// This attempt's totals plus those of earlier attempts of a resumed durable run.
+  fn all_totals(&self) -> Totals {
+    let mut t = self.totals;
+    if let Some((_, p)) = &self.resume {
+      t.add(&Totals {
+        input: p.input,
+        output: p.output,
+        cache_read: p.cache_read,
+        cache_write: p.cache_write,
+        reasoning: p.reasoning,
+        cost_usd: p.estimated_usd,
+        unpriced: p.unpriced,
+        any_call: true,
+      });
+    }
+    t
   }
 
   fn finish(mut self, started: Instant) -> Result<Value, RunFailure> {
@@ -661,7 +1006,7 @@ impl Level {
         output = Some(parsed);
       }
     }
-    let t = self.totals;
+    let t = self.all_totals();
     let provider = last.as_ref().and_then(|m| m.get("provider")).and_then(Value::as_str).unwrap_or(&self.agent.model.provider);
     let model = last.as_ref().and_then(|m| m.get("model")).and_then(Value::as_str).unwrap_or(&self.agent.model.id);
     let usage_basis = if t.any_call { "provider_reported" } else { "unavailable" };
@@ -698,6 +1043,9 @@ impl Level {
     });
     if let Some(o) = output {
       result["output"] = o;
+    }
+    if self.resume.is_some() {
+      result["resumed"] = json!(true);
     }
     Ok(result)
   }
@@ -743,9 +1091,36 @@ fn content_signature(content: &Value) -> Value {
 
 struct ExecContext {
   shared: Arc<Shared>,
-  run_id: String,
   agent_path: Vec<String>,
+  /// The calling level's durable path.
+  path: String,
   depth: u32,
+  /// `context.durable` for the tool: `(idempotencyKey, resumed)`.
+  durable_key: Option<(String, bool)>,
+}
+
+/// Journals the intent (unless re-driving a recorded one), runs the call, journals the outcome.
+async fn execute_journaled(
+  ctx: ExecContext,
+  tool: ToolSpec,
+  args: Value,
+  identity: ToolIdentity,
+  wallet: Option<Meter>,
+  durable: Arc<DurableRun>,
+  write_intent: bool,
+) -> Executed {
+  if write_intent {
+    if let Err(e) = durable.tool_intent(&identity).await {
+      durable.set_fatal(e.message.clone());
+      return tool_error(e.message);
+    }
+  }
+  let out = execute(ctx, tool, args, identity.tool_call_id.clone(), wallet).await;
+  if let Err(e) = durable.tool_settled(&identity, &out.text, out.is_error).await {
+    durable.set_fatal(e.message.clone());
+    return Executed { text: e.message, is_error: true, child: out.child };
+  }
+  out
 }
 
 fn tool_error(text: impl Into<String>) -> Executed {
@@ -777,7 +1152,7 @@ async fn execute(ctx: ExecContext, tool: ToolSpec, args: Value, tool_call_id: St
     }
     ToolRuntime::Host { key } => {
       let call_id = ctx.shared.next_call.fetch_add(1, Ordering::Relaxed);
-      let call = HostToolCall { call_id, key: *key, args, tool_call_id, parent_tool_call_id: None };
+      let call = HostToolCall { call_id, key: *key, args, tool_call_id, parent_tool_call_id: None, durable: ctx.durable_key.clone() };
       match tokio::time::timeout(timeout, ctx.shared.host.tool_call(call)).await {
         Err(_) => {
           ctx.shared.host.abort_tool(call_id);
@@ -800,11 +1175,12 @@ async fn execute(ctx: ExecContext, tool: ToolSpec, args: Value, tool_call_id: St
       if (task.len() as u64).div_ceil(4) > *max_context_tokens {
         return tool_error("cave_subagent_context_budget");
       }
-      let mut path = ctx.agent_path.clone();
-      path.push(tool.name.clone());
+      let mut agent_path = ctx.agent_path.clone();
+      agent_path.push(tool.name.clone());
       let child_id = uuid::Uuid::new_v4().to_string();
-      let _ = &ctx.run_id;
-      let level = Level::new(ctx.shared.clone(), Arc::new((**agent).clone()), child_id, path, ctx.depth + 1, wallet, false);
+      let path = child_path(&ctx.path, &tool.name, &tool_call_id);
+      let level =
+        Level::new(ctx.shared.clone(), Arc::new((**agent).clone()), child_id, agent_path, path, ctx.depth + 1, wallet, false);
       let input = json!([{"type": "text", "text": task}]);
       match level.run(input, Instant::now()).await {
         Err(f) => Executed { text: f.message, is_error: true, child: Some(child_report(&f.receipt, None)) },

@@ -19,6 +19,7 @@ struct FakeHost {
   calls: Mutex<Vec<ModelCall>>,
   events: Mutex<Vec<Value>>,
   tool_log: Mutex<Vec<String>>,
+  durable_log: Mutex<Vec<Option<(String, bool)>>>,
   policy: Option<Arc<dyn ToolPolicy>>,
   toolset: Option<Arc<ShellTools>>,
 }
@@ -71,6 +72,7 @@ impl Host for FakeHost {
 
   fn tool_call(&self, call: HostToolCall) -> BoxFuture<Result<String, String>> {
     self.tool_log.lock().unwrap().push(format!("{}:{}", call.key, call.args));
+    self.durable_log.lock().unwrap().push(call.durable.clone());
     Box::pin(async move {
       match call.key {
         0 => Ok(format!("echo {}", call.args["q"].as_str().unwrap_or_default())),
@@ -142,7 +144,7 @@ fn options(extra: Value) -> RunOptionsSpec {
 }
 
 async fn go(host: Arc<FakeHost>, agent: AgentSpec, opts: RunOptionsSpec) -> Result<Value, RunFailure> {
-  run_agent(host, agent, Prepared::new(opts).unwrap(), CancellationToken::new()).await
+  run_agent(host, agent, Prepared::new(opts).unwrap(), CancellationToken::new(), None).await
 }
 
 #[tokio::test]
@@ -366,7 +368,189 @@ async fn abort_stops_before_the_next_call() {
   let host = Arc::new(FakeHost::new(vec![turn("x", &[])]));
   let token = CancellationToken::new();
   token.cancel();
-  let e = run_agent(host.clone(), agent(vec![], json!({})), Prepared::new(options(json!({}))).unwrap(), token).await.unwrap_err();
+  let e = run_agent(host.clone(), agent(vec![], json!({})), Prepared::new(options(json!({}))).unwrap(), token, None).await.unwrap_err();
   assert!(e.message.starts_with("cave_run_aborted"));
   assert!(host.calls.lock().unwrap().is_empty());
+}
+
+mod durable {
+  use super::*;
+  use crate::durable::store::DiskStore;
+  use crate::kernel::{definition_sha256, DurableSetup};
+
+  fn setup(store: &Arc<DiskStore>, agent: &AgentSpec) -> DurableSetup {
+    let spec = json!({"id": agent.id, "tools": agent.tools.iter().map(|t| &t.name).collect::<Vec<_>>()});
+    DurableSetup {
+      store: Arc::new(store.clone()),
+      definition_sha256: definition_sha256(&spec),
+      input: json!("go"),
+      session_id: "s".into(),
+    }
+  }
+
+  async fn go_durable(host: Arc<FakeHost>, a: AgentSpec, store: &Arc<DiskStore>) -> Result<Value, RunFailure> {
+    let s = setup(store, &a);
+    run_agent(host, a, Prepared::new(options(json!({}))).unwrap(), CancellationToken::new(), Some(s)).await
+  }
+
+  fn journal(store: &DiskStore) -> Vec<Value> {
+    store.load_sync("run-1").unwrap().iter().map(|l| serde_json::from_str(l).unwrap()).collect()
+  }
+
+  /// Keeps the journal up to (and including) the first event of `kind`, as a crash there would.
+  fn crash_after(store: &DiskStore, kind: &str, nth: usize) {
+    let lines = store.load_sync("run-1").unwrap();
+    let mut seen = 0;
+    let cut = lines
+      .iter()
+      .position(|l| {
+        if serde_json::from_str::<Value>(l).unwrap()["type"] == kind {
+          seen += 1;
+        }
+        seen == nth
+      })
+      .unwrap();
+    let path = store.run_dir("run-1").join("journal.jsonl");
+    std::fs::write(&path, lines[..=cut].iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+  }
+
+  fn two_lookups() -> Vec<Value> {
+    vec![turn("", &[("lookup", json!({"q": "a"}))]), turn("", &[("act", json!({"q": "b"}))]), turn("done", &[])]
+  }
+
+  fn tools(act_effect: &str) -> Vec<Value> {
+    vec![host_tool("lookup", 0, "read", 1000), host_tool("act", 0, act_effect, 1000)]
+  }
+
+  #[tokio::test]
+  async fn completed_run_replays_without_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    let first = go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("write"), json!({})), &store).await.unwrap();
+    let kinds: Vec<String> = journal(&store).iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kinds.first().unwrap(), "run_started");
+    assert_eq!(kinds.last().unwrap(), "run_completed");
+    assert_eq!(kinds.iter().filter(|k| *k == "tool_intent").count(), 2);
+    let host = Arc::new(FakeHost::new(vec![]));
+    let again = go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap();
+    assert_eq!(again, first);
+    assert!(host.calls.lock().unwrap().is_empty(), "a replay never calls the model");
+    assert!(host.tool_log.lock().unwrap().is_empty());
+  }
+
+  #[tokio::test]
+  async fn unsettled_write_fails_closed_and_settled_write_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("write"), json!({})), &store).await.unwrap();
+    // Crash right after the write tool's intent: its effect may or may not have happened.
+    crash_after(&store, "tool_intent", 2);
+    let host = Arc::new(FakeHost::new(two_lookups()));
+    let e = go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap_err();
+    assert!(e.message.starts_with("cave_durable_tool_effect_uncertain:act:c0-act"), "{}", e.message);
+    assert!(host.calls.lock().unwrap().is_empty() && host.tool_log.lock().unwrap().is_empty());
+    // That failure is terminal and replays.
+    let again = go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("write"), json!({})), &store).await.unwrap_err();
+    assert_eq!(again.message, e.message);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("write"), json!({})), &store).await.unwrap();
+    crash_after(&store, "tool_settled", 2);
+    // The resumed model re-issues the call; the journaled result is used, the tool does not run.
+    let host = Arc::new(FakeHost::new(vec![turn("", &[("act", json!({"q": "b"}))]), turn("done again", &[])]));
+    let r = go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap();
+    assert_eq!(r["resumed"], true);
+    assert_eq!(r["text"], "done again");
+    assert!(host.tool_log.lock().unwrap().is_empty(), "settled write replayed, not re-run");
+    assert_eq!(host.calls.lock().unwrap()[1].append.last().unwrap()["content"][0]["text"], "echo b");
+    assert_eq!(r["receipt"]["resume"]["attempts"], 2);
+    assert_eq!(r["receipt"]["resume"]["priorCalls"], 2);
+    assert_eq!(r["inputTokens"], 400, "prior settled calls are counted once");
+  }
+
+  #[tokio::test]
+  async fn unsettled_read_reruns_with_the_same_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    let host = Arc::new(FakeHost::new(two_lookups()));
+    go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap();
+    let first_key = host.durable_log.lock().unwrap()[0].clone().unwrap();
+    assert!(!first_key.1 && first_key.0.starts_with("cave-") && first_key.0.len() == 69);
+    crash_after(&store, "tool_intent", 1);
+    let host = Arc::new(FakeHost::new(vec![turn("", &[("lookup", json!({"q": "a"}))]), turn("done", &[])]));
+    let r = go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap();
+    assert_eq!(host.durable_log.lock().unwrap()[0], Some((first_key.0, true)), "same key, resumed");
+    assert_eq!(r["receipt"]["resume"]["possibleDoubleCountCalls"], 0);
+    // The completed resumed journal reads back cleanly (the reference would call it corrupt).
+    let replay = go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("write"), json!({})), &store).await.unwrap();
+    assert_eq!(replay["text"], "done");
+  }
+
+  #[tokio::test]
+  async fn crash_during_a_model_call_counts_a_possible_double_charge() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("read"), json!({})), &store).await.unwrap();
+    crash_after(&store, "call_started", 2);
+    let host = Arc::new(FakeHost::new(vec![turn("", &[("act", json!({"q": "b"}))]), turn("done", &[])]));
+    let r = go_durable(host.clone(), agent(tools("read"), json!({})), &store).await.unwrap();
+    let resume = &r["receipt"]["resume"];
+    assert_eq!(resume["possibleDoubleCountCalls"], 1);
+    assert_eq!(resume["priorCalls"], 1);
+    assert_eq!(resume["discardedPartialTurn"], false);
+    let first = &host.calls.lock().unwrap()[0];
+    assert_eq!(first.append.last().unwrap()["role"], "toolResult", "re-entered after the last completed turn");
+    assert_eq!(first.append.iter().filter(|m| m["role"] == "user").count(), 1, "the prompt is not asked twice");
+    // And that completed journal replays cleanly, too.
+    go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("read"), json!({})), &store).await.unwrap();
+  }
+
+  #[tokio::test]
+  async fn mismatched_arguments_stop_before_more_spend() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("write"), json!({})), &store).await.unwrap();
+    crash_after(&store, "tool_settled", 2);
+    let host = Arc::new(FakeHost::new(vec![turn("", &[("act", json!({"q": "DIFFERENT"}))]), turn("never", &[])]));
+    let e = go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap_err();
+    assert!(e.message.starts_with("cave_durable_tool_replay_mismatch:act:c0-act"), "{}", e.message);
+    assert_eq!(host.calls.lock().unwrap().len(), 1);
+    assert!(host.tool_log.lock().unwrap().is_empty());
+  }
+
+  #[tokio::test]
+  async fn identity_drift_and_corruption_refuse_before_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("read"), json!({})), &store).await.unwrap();
+    crash_after(&store, "turn", 1);
+    let e = go_durable(Arc::new(FakeHost::new(vec![])), agent(vec![host_tool("other", 0, "read", 1000)], json!({})), &store).await.unwrap_err();
+    assert!(e.pre_run && e.message.starts_with("cave_durable_definition_changed"));
+    let a = agent(tools("read"), json!({}));
+    let mut s = setup(&store, &a);
+    s.input = json!("another task");
+    let e = run_agent(Arc::new(FakeHost::new(vec![])), a, Prepared::new(options(json!({}))).unwrap(), CancellationToken::new(), Some(s)).await.unwrap_err();
+    assert!(e.message.starts_with("cave_durable_input_mismatch"));
+    // A corrupted middle line: a clear error, and the journal is left as it was.
+    let path = store.run_dir("run-1").join("journal.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[1] = "{not json";
+    let broken = lines.join("\n") + "\n";
+    std::fs::write(&path, &broken).unwrap();
+    let e = go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("read"), json!({})), &store).await.unwrap_err();
+    assert_eq!(e.message, "cave_durable_journal_corrupt: unparseable journal line");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken, "nothing overwritten");
+  }
+
+  #[tokio::test]
+  async fn a_held_lock_refuses_a_second_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    store.acquire_sync("run-1").unwrap();
+    let e = go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("read"), json!({})), &store).await.unwrap_err();
+    assert!(e.pre_run);
+    assert_eq!(e.code.as_deref(), Some("cave_durable_run_locked"));
+  }
 }

@@ -1,0 +1,217 @@
+//! The kernel's side of a durable run: what it journals at each barrier, and the positional
+//! replay cursor over tool calls a crashed attempt journaled but never checkpointed.
+
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+
+use crate::durable::canonical::{args_sha256, idempotency_key};
+use crate::durable::journal::{Journal, ToolRecord};
+use crate::durable::DurableError;
+use crate::limits::{DURABLE_MAX_CODE_BYTES, DURABLE_MAX_ERROR_MESSAGE_BYTES};
+
+/// A tool call's durable identity.
+#[derive(Debug, Clone)]
+pub struct ToolIdentity {
+  pub path: String,
+  pub tool_call_id: String,
+  pub name: String,
+  pub effect: String,
+  pub args_sha256: String,
+  pub idempotency_key: String,
+}
+
+impl ToolIdentity {
+  fn fields(&self) -> serde_json::Map<String, Value> {
+    let v = json!({
+      "path": self.path, "toolCallId": self.tool_call_id, "name": self.name, "effect": self.effect,
+      "argsSha256": self.args_sha256, "idempotencyKey": self.idempotency_key
+    });
+    match v {
+      Value::Object(m) => m,
+      _ => serde_json::Map::new(),
+    }
+  }
+}
+
+/// What to do with an admitted tool call.
+pub enum ToolPlan {
+  /// Journal an intent, run, journal the settlement.
+  Fresh(ToolIdentity),
+  /// A settled record: return its journaled outcome `(text, is_error)` without running.
+  Replay(String, bool),
+  /// An unsettled `read`/`idempotent` record: run again (`resumed: true`), settle the old intent.
+  Redrive(ToolIdentity),
+  /// The call differs from the record at the cursor: the run must stop before more spend.
+  Mismatch(String),
+}
+
+struct Cursor {
+  records: Vec<ToolRecord>,
+  next: usize,
+  fatal: Option<String>,
+}
+
+pub struct DurableRun {
+  pub run_id: String,
+  pub journal: tokio::sync::Mutex<Journal>,
+  cursor: Mutex<Cursor>,
+  pub metered: bool,
+}
+
+fn truncate_bytes(s: &str, max: usize) -> String {
+  let first = s.lines().next().unwrap_or_default();
+  if first.len() <= max {
+    return first.to_string();
+  }
+  let mut end = max;
+  while !first.is_char_boundary(end) {
+    end -= 1;
+  }
+  first[..end].to_string()
+}
+
+impl DurableRun {
+  pub fn new(run_id: &str, journal: Journal, replay: Vec<ToolRecord>, metered: bool) -> Self {
+    Self {
+      run_id: run_id.into(),
+      journal: tokio::sync::Mutex::new(journal),
+      cursor: Mutex::new(Cursor { records: replay, next: 0, fatal: None }),
+      metered,
+    }
+  }
+
+  pub async fn call_started(&self, path: &str, provider: &str, model: &str) -> Result<(), DurableError> {
+    let mut j = self.journal.lock().await;
+    j.emit_flush("call_started", json!({"path": path, "kind": "model", "provider": provider, "model": model})).await
+  }
+
+  /// Queued: made durable by the next flush (a tool intent or the turn).
+  pub async fn call_settled(&self, path: &str, call: Value, amount: f64) -> Result<(), DurableError> {
+    let mut fields = json!({"path": path, "kind": "model", "call": call});
+    if self.metered {
+      fields["settledAmount"] = json!(amount);
+    }
+    self.journal.lock().await.emit("call_settled", fields)
+  }
+
+  pub async fn call_abandoned(&self, path: &str) -> Result<(), DurableError> {
+    self.journal.lock().await.emit_flush("call_abandoned", json!({"path": path})).await
+  }
+
+  /// Matches an admitted call against the replay cursor (call order = journal order).
+  pub fn plan(&self, path: &str, tool_call_id: &str, name: &str, effect: &str, args: &Value) -> ToolPlan {
+    let digest = match args_sha256(args) {
+      Ok(d) => d,
+      Err(e) => return ToolPlan::Mismatch(e.0),
+    };
+    let mut c = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+    if c.next < c.records.len() {
+      let rec = c.records[c.next].clone();
+      if rec.path != path || rec.name != name || rec.effect != effect || rec.args_sha256 != digest {
+        let text = format!("cave_durable_tool_replay_mismatch:{}:{}", rec.name, rec.tool_call_id);
+        c.fatal.get_or_insert(text.clone());
+        return ToolPlan::Mismatch(text);
+      }
+      c.next += 1;
+      let identity = ToolIdentity {
+        path: rec.path.clone(),
+        tool_call_id: rec.tool_call_id.clone(),
+        name: rec.name.clone(),
+        effect: rec.effect.clone(),
+        args_sha256: rec.args_sha256.clone(),
+        idempotency_key: rec.idempotency_key.clone(),
+      };
+      return match &rec.settled {
+        Some(s) if s["outcome"] == "threw" => {
+          let msg = s["error"]["message"].as_str().unwrap_or("tool failed").to_string();
+          ToolPlan::Replay(msg, true)
+        }
+        Some(s) => {
+          let text = match &s["value"] {
+            Value::Object(v) if v.get("encoding") == Some(&json!("json")) => match &v["json"] {
+              Value::String(t) => t.clone(),
+              other => other.to_string(),
+            },
+            _ => "null".to_string(),
+          };
+          ToolPlan::Replay(text, false)
+        }
+        None => ToolPlan::Redrive(identity),
+      };
+    }
+    let key = idempotency_key(&self.run_id, path, tool_call_id, name, &digest);
+    ToolPlan::Fresh(ToolIdentity {
+      path: path.into(),
+      tool_call_id: tool_call_id.into(),
+      name: name.into(),
+      effect: effect.into(),
+      args_sha256: digest,
+      idempotency_key: key,
+    })
+  }
+
+  /// A journal write failed mid-run: no further provider call may happen.
+  pub fn set_fatal(&self, message: String) {
+    self.cursor.lock().unwrap_or_else(|e| e.into_inner()).fatal.get_or_insert(message);
+  }
+
+  pub fn fatal(&self) -> Option<String> {
+    self.cursor.lock().unwrap_or_else(|e| e.into_inner()).fatal.clone()
+  }
+
+  /// The first record the attempt never reached, if any (`cave_durable_tool_replay_incomplete`).
+  pub fn incomplete(&self) -> Option<String> {
+    let c = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+    c.records.get(c.next).map(|r| format!("cave_durable_tool_replay_incomplete:{}:{}", r.name, r.tool_call_id))
+  }
+
+  pub async fn tool_intent(&self, id: &ToolIdentity) -> Result<(), DurableError> {
+    self.journal.lock().await.emit_flush("tool_intent", Value::Object(id.fields())).await
+  }
+
+  pub async fn tool_settled(&self, id: &ToolIdentity, text: &str, is_error: bool) -> Result<(), DurableError> {
+    let mut fields = id.fields();
+    if is_error {
+      fields.insert("outcome".into(), json!("threw"));
+      fields.insert(
+        "error".into(),
+        json!({"name": "Error", "message": truncate_bytes(text, DURABLE_MAX_ERROR_MESSAGE_BYTES)}),
+      );
+    } else {
+      fields.insert("outcome".into(), json!("returned"));
+      fields.insert("value".into(), json!({"encoding": "json", "json": text}));
+    }
+    self.journal.lock().await.emit_flush("tool_settled", Value::Object(fields)).await
+  }
+
+  pub async fn turn(&self, messages: Vec<Value>) -> Result<(), DurableError> {
+    self.journal.lock().await.emit_flush("turn", json!({"messages": messages})).await
+  }
+
+  pub async fn completed(&self, result: &Value) -> Result<(), DurableError> {
+    self.journal.lock().await.emit_flush("run_completed", json!({"result": result})).await
+  }
+
+  pub async fn failed(&self, code: &str, message: &str, receipt: &Value) -> Result<(), DurableError> {
+    let fields = json!({
+      "code": truncate_bytes(code, DURABLE_MAX_CODE_BYTES),
+      "message": truncate_bytes(message, DURABLE_MAX_ERROR_MESSAGE_BYTES),
+      "receipt": receipt
+    });
+    self.journal.lock().await.emit_flush("run_failed", fields).await
+  }
+}
+
+/// The reference's coarse `errorCode()`.
+pub fn error_code(message: &str) -> &'static str {
+  for code in ["cave_cache_prefix_drift", "cave_tool_policy_failed", "cave_tool_policy_decision_invalid", "cave_tool_policy_reason_invalid"] {
+    if message.starts_with(code) {
+      return code;
+    }
+  }
+  if message.contains("credential") {
+    return "cave_provider_credentials";
+  }
+  "cave_agent_run_failed"
+}

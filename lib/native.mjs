@@ -56,6 +56,11 @@ function encodeDecision(value) {
  * Rust judges it. `onError` sees what a throwing or rejecting policy threw (kept as `cause`).
  */
 export function wrapPolicy(policy, onError) {
+  // napi holds only the reaction callbacks of a returned promise. A never-settling promise that
+  // nothing else references would be garbage-collected, and the native await would end as
+  // cancelled instead of waiting for the policy timeout; so pending answers stay referenced here
+  // until they settle (or this wrapper is released with its evaluation).
+  const pending = new Set();
   return (inputJson) => {
     const input = JSON.parse(inputJson);
     Object.freeze(input);
@@ -67,10 +72,14 @@ export function wrapPolicy(policy, onError) {
       throw error;
     }
     if (answer !== null && (typeof answer === "object" || typeof answer === "function") && typeof answer.then === "function") {
-      return Promise.resolve(answer).then(encodeDecision, (error) => {
+      const settled = Promise.resolve(answer).then(encodeDecision, (error) => {
         onError?.(error);
         throw error instanceof Error ? error : new Error(String(error));
       });
+      pending.add(settled);
+      const forget = () => pending.delete(settled);
+      settled.then(forget, forget);
+      return settled;
     }
     return encodeDecision(answer);
   };

@@ -5,7 +5,7 @@ use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolError {
-  /// Stable code: a `cave_*` code, an errno name (`ENOENT`, `EEXIST`), or `caveman_code`.
+  /// Stable code: a `cave_*` code (see [`Caveman`]) or an errno name (`ENOENT`, `EEXIST`).
   pub code: String,
   /// The exact message the reference produces.
   pub message: String,
@@ -16,9 +16,9 @@ impl ToolError {
     Self { code: code.into(), message: message.into() }
   }
 
-  /// A `caveman-code: …` tool error (reference texts thrown by the shell tools).
-  pub fn caveman(message: impl fmt::Display) -> Self {
-    Self::new("caveman_code", format!("caveman-code: {message}"))
+  /// A `caveman-code: …` tool error: the reference's text with its own stable code.
+  pub fn caveman(error: Caveman) -> Self {
+    Self::new(error.code(), format!("caveman-code: {}", error.text()))
   }
 
   /// An error whose message is its own code (`cave_shell_tool_unknown:x`, …).
@@ -31,6 +31,85 @@ impl ToolError {
   pub fn from_io(err: &std::io::Error, syscall: &str, path: &std::path::Path) -> Self {
     let (code, text) = errno_text(err);
     Self::new(code, format!("{code}: {text}, {syscall} '{}'", path.display()))
+  }
+}
+
+/// Every `caveman-code: …` error the shell tools raise. Each has a stable `code` (what JS sees as
+/// `error.code`) and the reference's exact text (the `message` after `caveman-code: `).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caveman {
+  /// `path escapes the workspace: <path as given>`
+  WorkspaceEscape(String),
+  /// `not a file: <path as given>` (read_file of a directory, FIFO, device)
+  NotAFile(String),
+  /// `path contains a NUL byte` (knap only: Node rejects such paths before any syscall)
+  PathInvalid,
+  /// `old_string and new_string are identical`
+  EditIdentical,
+  /// `old_string not found in <path>`
+  EditNotFound(String),
+  /// `old_string appears <n> times in <path>; add surrounding context or pass replace_all`
+  EditAmbiguous { path: String, count: usize },
+  /// `old_string must not be empty` (knap only: the reference does not guard it)
+  EditEmptyOldString,
+  /// `file too large to edit: <path> (<n> bytes)` (knap only: edits are held in memory)
+  EditFileTooLarge { path: String, bytes: u64 },
+  /// `tool output handle is unknown or evicted`
+  ToolOutputHandleUnknown,
+  /// `read_tool_output offset must be a non-negative integer`
+  ToolOutputOffsetInvalid,
+  /// `read_tool_output limit must be a positive integer`
+  ToolOutputLimitInvalid,
+  /// `read_tool_output query must not be empty`
+  ToolOutputQueryEmpty,
+  /// `host command shell is not available`
+  ShellUnavailable,
+}
+
+impl Caveman {
+  pub fn code(&self) -> &'static str {
+    match self {
+      Caveman::WorkspaceEscape(_) => "cave_workspace_escape",
+      Caveman::NotAFile(_) => "cave_not_a_file",
+      Caveman::PathInvalid => "cave_path_invalid",
+      Caveman::EditIdentical => "cave_edit_identical",
+      Caveman::EditNotFound(_) => "cave_edit_not_found",
+      Caveman::EditAmbiguous { .. } => "cave_edit_ambiguous",
+      Caveman::EditEmptyOldString => "cave_edit_empty_old_string",
+      Caveman::EditFileTooLarge { .. } => "cave_edit_file_too_large",
+      Caveman::ToolOutputHandleUnknown => "cave_tool_output_handle_unknown",
+      Caveman::ToolOutputOffsetInvalid => "cave_tool_output_offset_invalid",
+      Caveman::ToolOutputLimitInvalid => "cave_tool_output_limit_invalid",
+      Caveman::ToolOutputQueryEmpty => "cave_tool_output_query_empty",
+      Caveman::ShellUnavailable => "cave_shell_unavailable",
+    }
+  }
+
+  /// The reference's text, without the `caveman-code: ` prefix.
+  pub fn text(&self) -> String {
+    match self {
+      Caveman::WorkspaceEscape(path) => format!("path escapes the workspace: {path}"),
+      Caveman::NotAFile(path) => format!("not a file: {path}"),
+      Caveman::PathInvalid => "path contains a NUL byte".to_string(),
+      Caveman::EditIdentical => "old_string and new_string are identical".to_string(),
+      Caveman::EditNotFound(path) => format!("old_string not found in {path}"),
+      Caveman::EditAmbiguous { path, count } => {
+        format!("old_string appears {count} times in {path}; add surrounding context or pass replace_all")
+      }
+      Caveman::EditEmptyOldString => "old_string must not be empty".to_string(),
+      Caveman::EditFileTooLarge { path, bytes } => format!("file too large to edit: {path} ({bytes} bytes)"),
+      Caveman::ToolOutputHandleUnknown => "tool output handle is unknown or evicted".to_string(),
+      Caveman::ToolOutputOffsetInvalid => "read_tool_output offset must be a non-negative integer".to_string(),
+      Caveman::ToolOutputLimitInvalid => "read_tool_output limit must be a positive integer".to_string(),
+      Caveman::ToolOutputQueryEmpty => "read_tool_output query must not be empty".to_string(),
+      Caveman::ShellUnavailable => "host command shell is not available".to_string(),
+    }
+  }
+}
+
+impl From<Caveman> for ToolError {
+  fn from(error: Caveman) -> Self {
+    ToolError::caveman(error)
   }
 }
 
@@ -57,11 +136,58 @@ fn errno_text(err: &std::io::Error) -> (&'static str, String) {
     libc::EROFS => ("EROFS", "read-only file system"),
     libc::ENAMETOOLONG => ("ENAMETOOLONG", "name too long"),
     libc::EMFILE => ("EMFILE", "too many open files"),
-    _ => ("EIO", ""),
+    libc::EINVAL => ("EINVAL", "invalid argument"),
+    libc::EBUSY => ("EBUSY", "resource busy or locked"),
+    libc::ETXTBSY => ("ETXTBSY", "text file is busy"),
+    libc::EXDEV => ("EXDEV", "cross-device link not permitted"),
+    libc::EIO => ("EIO", "i/o error"),
+    // libuv's name for an error it has no name for; the OS text says what happened.
+    _ => ("UNKNOWN", ""),
   };
   if pair.1.is_empty() {
-    ("EIO", err.to_string())
+    (pair.0, err.to_string())
   } else {
     (pair.0, pair.1.to_string())
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn caveman_errors_have_distinct_stable_codes_and_reference_texts() {
+    let all = [
+      Caveman::WorkspaceEscape("../x".into()),
+      Caveman::NotAFile("d".into()),
+      Caveman::PathInvalid,
+      Caveman::EditIdentical,
+      Caveman::EditNotFound("a.txt".into()),
+      Caveman::EditAmbiguous { path: "a.txt".into(), count: 2 },
+      Caveman::EditEmptyOldString,
+      Caveman::EditFileTooLarge { path: "a".into(), bytes: 9 },
+      Caveman::ToolOutputHandleUnknown,
+      Caveman::ToolOutputOffsetInvalid,
+      Caveman::ToolOutputLimitInvalid,
+      Caveman::ToolOutputQueryEmpty,
+      Caveman::ShellUnavailable,
+    ];
+    let codes: std::collections::HashSet<_> = all.iter().map(|e| e.code()).collect();
+    assert_eq!(codes.len(), all.len(), "every error has its own code");
+    assert!(codes.iter().all(|c| c.starts_with("cave_") && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
+    let e = ToolError::from(Caveman::EditAmbiguous { path: "a.txt".into(), count: 2 });
+    assert_eq!(e.code, "cave_edit_ambiguous");
+    assert_eq!(e.message, "caveman-code: old_string appears 2 times in a.txt; add surrounding context or pass replace_all");
+    let e = ToolError::from(Caveman::WorkspaceEscape("../secret.txt".into()));
+    assert_eq!(e.message, "caveman-code: path escapes the workspace: ../secret.txt");
+  }
+
+  #[test]
+  fn errno_errors_read_like_node() {
+    let e = ToolError::from_io(&std::io::Error::from_raw_os_error(libc::EEXIST), "open", std::path::Path::new("/w/a"));
+    assert_eq!(e.code, "EEXIST");
+    assert_eq!(e.message, "EEXIST: file already exists, open '/w/a'");
+    let e = ToolError::from_io(&std::io::Error::from_raw_os_error(libc::ENOENT), "stat", std::path::Path::new("/w/b"));
+    assert_eq!(e.message, "ENOENT: no such file or directory, stat '/w/b'");
   }
 }

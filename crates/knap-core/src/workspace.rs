@@ -17,7 +17,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::error::ToolError;
+use crate::error::{Caveman, ToolError};
 
 /// The canonical root and a descriptor of it.
 pub struct Root {
@@ -40,7 +40,7 @@ pub struct Workspace {
 }
 
 pub fn escape_error(candidate: &str) -> ToolError {
-  ToolError::caveman(format!("path escapes the workspace: {candidate}"))
+  ToolError::caveman(Caveman::WorkspaceEscape(candidate.to_string()))
 }
 
 impl Workspace {
@@ -84,9 +84,11 @@ impl Workspace {
   }
 
   /// Opens an existing path for reading (files and directories) inside the workspace.
+  /// `O_NONBLOCK` keeps the open of a FIFO from waiting for a writer (the caller then refuses
+  /// it as not a regular file); it changes nothing for regular files.
   pub fn open_read(&self, candidate: &str, resolved: &Resolved, syscall: &str) -> Result<File, ToolError> {
     let root = self.root()?;
-    let fd = open_beneath(&root, &resolved.rel, libc::O_RDONLY | libc::O_CLOEXEC, 0)
+    let fd = open_beneath(&root, &resolved.rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC, 0)
       .map_err(|e| map_open_error(e, candidate, syscall, &resolved.abs))?;
     Ok(File::from(fd))
   }
@@ -115,7 +117,7 @@ fn map_open_error(err: io::Error, candidate: &str, syscall: &str, abs: &Path) ->
 }
 
 fn cstring(s: &OsStr) -> Result<CString, ToolError> {
-  CString::new(s.as_bytes()).map_err(|_| ToolError::caveman("path contains a NUL byte"))
+  CString::new(s.as_bytes()).map_err(|_| ToolError::caveman(Caveman::PathInvalid))
 }
 
 /// `path.resolve`: make absolute against the process cwd.
@@ -248,19 +250,41 @@ fn walk_nofollow(dirfd: RawFd, rel: &Path, flags: i32, mode: u32) -> io::Result<
     let c = CString::new(part.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let base = current.as_ref().map(|f| f.as_raw_fd()).unwrap_or(dirfd);
     let last = i + 1 == parts.len();
-    let f = if last { flags | libc::O_NOFOLLOW } else { libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC };
-    let next = openat(base, &c, f, mode)?;
-    if !last {
-      // An O_PATH|O_NOFOLLOW open of a symlink succeeds on the link itself; refuse it.
-      let mut st: libc::stat = unsafe { std::mem::zeroed() };
-      // SAFETY: `next` is a valid descriptor and `st` is writable.
-      if unsafe { libc::fstat(next.as_raw_fd(), &mut st) } == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK {
-        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    // Directories on the way are opened without O_DIRECTORY so a symlink is seen as one (with
+    // O_DIRECTORY the kernel would report ENOTDIR and hide that the path was tampered with).
+    let f = if last { flags | libc::O_NOFOLLOW } else { libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC };
+    let next = match openat(base, &c, f, mode) {
+      // O_DIRECTORY|O_NOFOLLOW on a symlink fails with ENOTDIR: say it was a symlink.
+      Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) && is_symlink_at(base, &c) => {
+        return Err(io::Error::from_raw_os_error(libc::ELOOP))
       }
+      other => other?,
+    };
+    // An O_PATH|O_NOFOLLOW open of a symlink succeeds on the link itself; refuse it.
+    let kind = fd_kind(&next);
+    if kind == Some(libc::S_IFLNK) {
+      return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    if !last && kind != Some(libc::S_IFDIR) {
+      return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
     }
     current = Some(next);
   }
   current.ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
+}
+
+/// The `S_IFMT` bits of an open descriptor.
+fn fd_kind(fd: &OwnedFd) -> Option<libc::mode_t> {
+  let mut st: libc::stat = unsafe { std::mem::zeroed() };
+  // SAFETY: valid descriptor, writable stat buffer.
+  (unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0).then_some(st.st_mode & libc::S_IFMT)
+}
+
+fn is_symlink_at(dirfd: RawFd, name: &CString) -> bool {
+  let mut st: libc::stat = unsafe { std::mem::zeroed() };
+  // SAFETY: valid dirfd, NUL-terminated name, writable stat buffer.
+  let rc = unsafe { libc::fstatat(dirfd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+  rc == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK
 }
 
 pub(crate) fn openat(dirfd: RawFd, name: &CString, flags: i32, mode: u32) -> io::Result<OwnedFd> {

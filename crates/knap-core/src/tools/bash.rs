@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::args::Args;
 use super::{aborted, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::{cap_tool_output, CapRequest, Direction};
-use crate::error::ToolError;
+use crate::error::{Caveman, ToolError};
 use crate::exec::ExecRequest;
 use crate::limits::{BASH_TIMEOUT_MS, PROCESS_CAPTURE_MAX_BYTES};
 use crate::text;
@@ -57,7 +57,7 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
     return Err(aborted());
   }
   if result.start_failed || result.code == Some(127) {
-    return Err(ToolError::caveman("host command shell is not available"));
+    return Err(ToolError::caveman(Caveman::ShellUnavailable));
   }
   let status = if result.timed_out {
     format!("exit timeout after {}ms", format_ms(timeout_ms))

@@ -8,7 +8,7 @@ use super::args::Args;
 use super::write_file::replace_atomically;
 use super::{blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::cap_output;
-use crate::error::ToolError;
+use crate::error::{Caveman, ToolError};
 use crate::limits::EDIT_FILE_MAX_BYTES;
 
 pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolError> {
@@ -18,11 +18,11 @@ pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput,
   let new = args.string("new_string")?.to_string();
   let replace_all = args.opt_bool("replace_all")? == Some(true);
   if old == new {
-    return Err(ToolError::caveman("old_string and new_string are identical"));
+    return Err(ToolError::caveman(Caveman::EditIdentical));
   }
   if old.is_empty() {
     // The reference does not guard this and would insert `new_string` between every character.
-    return Err(ToolError::caveman("old_string must not be empty"));
+    return Err(ToolError::caveman(Caveman::EditEmptyOldString));
   }
   let resolved = tools.workspace().resolve(&path)?;
   let file = tools.workspace().open_read(&path, &resolved, "open")?;
@@ -31,22 +31,25 @@ pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput,
   let replacements = blocking(move || {
     let meta = file.metadata().map_err(|e| ToolError::from_io(&e, "stat", &resolved.abs))?;
     if meta.is_dir() {
-      return Err(ToolError::from_io(&std::io::Error::from_raw_os_error(libc::EISDIR), "read", &resolved.abs));
+      // Node's `readFile` of a directory: the read fails, and its message names no path.
+      return Err(ToolError::new("EISDIR", "EISDIR: illegal operation on a directory, read"));
+    }
+    if !meta.is_file() {
+      // A FIFO or device: the reference's `readFile` would wait on it forever.
+      return Err(ToolError::caveman(Caveman::NotAFile(shown)));
     }
     if meta.len() > EDIT_FILE_MAX_BYTES as u64 {
-      return Err(ToolError::caveman(format!("file too large to edit: {shown} ({} bytes)", meta.len())));
+      return Err(ToolError::caveman(Caveman::EditFileTooLarge { path: shown, bytes: meta.len() }));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(EDIT_FILE_MAX_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|e| ToolError::from_io(&e, "read", &resolved.abs))?;
     let content = String::from_utf8_lossy(&bytes);
     let occurrences = content.matches(old.as_str()).count();
     if occurrences == 0 {
-      return Err(ToolError::caveman(format!("old_string not found in {shown}")));
+      return Err(ToolError::caveman(Caveman::EditNotFound(shown)));
     }
     if occurrences > 1 && !replace_all {
-      return Err(ToolError::caveman(format!(
-        "old_string appears {occurrences} times in {shown}; add surrounding context or pass replace_all"
-      )));
+      return Err(ToolError::caveman(Caveman::EditAmbiguous { path: shown, count: occurrences }));
     }
     // Literal replacement: no `$&`-style patterns.
     let updated = content.replace(old.as_str(), &new);

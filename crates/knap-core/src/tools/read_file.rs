@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::args::Args;
 use super::{aborted, blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::{cap_tool_output, CapRequest, Direction};
-use crate::error::ToolError;
+use crate::error::{Caveman, ToolError};
 use crate::limits::{READ_CHUNK_BYTES, STORE_ENTRY_MAX_BYTES};
 
 pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationToken) -> Result<ToolOutput, ToolError> {
@@ -22,14 +22,18 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
   let file = tools.workspace().open_read(&path, &resolved, "stat")?;
   let cap = tools.cap(ShellToolName::ReadFile);
   let keep = if tools.store().is_some() { cap.max(STORE_ENTRY_MAX_BYTES) } else { cap };
-  let path_for_err = path.clone();
+  let shown = path.clone();
   let numbered = blocking(move || {
     let meta = file.metadata().map_err(|e| ToolError::from_io(&e, "stat", &resolved.abs))?;
     let ft = meta.file_type();
     if !ft.is_file() || ft.is_fifo() {
-      return Err(ToolError::caveman(format!("not a file: {path_for_err}")));
+      return Err(ToolError::caveman(Caveman::NotAFile(shown)));
     }
-    number_lines(file, offset as u64, limit.map(|l| l as u64), keep, &cancel)
+    let read_error = |e: std::io::Error| match e.raw_os_error() {
+      Some(libc::EISDIR) => ToolError::caveman(Caveman::NotAFile(shown.clone())),
+      _ => ToolError::from_io(&e, "read", &resolved.abs),
+    };
+    number_lines(file, offset as u64, limit.map(|l| l as u64), keep, &cancel, &read_error)
   })
   .await?;
   let label = format!("read_file:{path}");
@@ -76,6 +80,7 @@ pub(crate) fn number_lines(
   limit: Option<u64>,
   keep: usize,
   cancel: &CancellationToken,
+  read_error: &dyn Fn(std::io::Error) -> ToolError,
 ) -> Result<Numbered, ToolError> {
   let end = limit.map(|l| offset.saturating_add(l));
   let mut sink = Sink { kept: Vec::with_capacity(keep.min(64 * 1024)), keep, total: 0 };
@@ -123,10 +128,7 @@ pub(crate) fn number_lines(
     let n = match reader.read(&mut buf) {
       Ok(n) => n,
       Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-      Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
-        return Err(ToolError::caveman("not a file"));
-      }
-      Err(e) => return Err(ToolError::new("EIO", format!("EIO: {e}, read"))),
+      Err(e) => return Err(read_error(e)),
     };
     let eof = n == 0;
     carry.extend_from_slice(&buf[..n]);
@@ -170,8 +172,12 @@ fn decode_lossy(bytes: &[u8], eof: bool, out: &mut String) -> usize {
 mod tests {
   use super::*;
 
+  fn io_err(e: std::io::Error) -> ToolError {
+    ToolError::from_io(&e, "read", std::path::Path::new("/t"))
+  }
+
   fn render(text: &[u8], offset: u64, limit: Option<u64>) -> String {
-    let n = number_lines(text, offset, limit, usize::MAX, &CancellationToken::new()).unwrap();
+    let n = number_lines(text, offset, limit, usize::MAX, &CancellationToken::new(), &io_err).unwrap();
     assert_eq!(n.kept.len(), n.total);
     String::from_utf8(n.kept).unwrap()
   }
@@ -202,17 +208,17 @@ mod tests {
     }
     let euro = "€".as_bytes();
     let r = Two(vec![&euro[..1], &euro[1..]]);
-    let n = number_lines(r, 1, None, usize::MAX, &CancellationToken::new()).unwrap();
+    let n = number_lines(r, 1, None, usize::MAX, &CancellationToken::new(), &io_err).unwrap();
     assert_eq!(String::from_utf8(n.kept).unwrap(), "1\t€");
     let r = Two(vec![&euro[..2]]);
-    let n = number_lines(r, 1, None, usize::MAX, &CancellationToken::new()).unwrap();
+    let n = number_lines(r, 1, None, usize::MAX, &CancellationToken::new(), &io_err).unwrap();
     assert_eq!(String::from_utf8(n.kept).unwrap(), "1\t\u{FFFD}");
   }
 
   #[test]
   fn keeps_only_a_prefix_but_counts_everything() {
     let text = "x\n".repeat(10_000);
-    let n = number_lines(text.as_bytes(), 1, None, 100, &CancellationToken::new()).unwrap();
+    let n = number_lines(text.as_bytes(), 1, None, 100, &CancellationToken::new(), &io_err).unwrap();
     assert_eq!(n.kept.len(), 100);
     let full = render(text.as_bytes(), 1, None);
     assert_eq!(n.total, full.len());

@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::args::{is_safe_integer, Args};
 use super::{ShellToolName, ShellTools, ToolOutput};
 use crate::cap::cap_output;
-use crate::error::ToolError;
+use crate::error::{Caveman, ToolError};
 use crate::limits::{READ_TOOL_OUTPUT_DEFAULT_LIMIT, READ_TOOL_OUTPUT_PAGE_OVERHEAD};
 
 pub(super) fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolError> {
@@ -15,16 +15,16 @@ pub(super) fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolE
   let entry = tools
     .store()
     .and_then(|s| s.get(handle))
-    .ok_or_else(|| ToolError::caveman("tool output handle is unknown or evicted"))?;
+    .ok_or_else(|| ToolError::caveman(Caveman::ToolOutputHandleUnknown))?;
   let offset = match args.opt_number("offset") {
     Ok(None) => 0.0,
     Ok(Some(o)) if is_safe_integer(o) && o >= 0.0 => o,
-    _ => return Err(ToolError::caveman("read_tool_output offset must be a non-negative integer")),
+    _ => return Err(ToolError::caveman(Caveman::ToolOutputOffsetInvalid)),
   };
   let limit = match args.opt_number("limit") {
     Ok(None) => (READ_TOOL_OUTPUT_DEFAULT_LIMIT as i64).min(cap - READ_TOOL_OUTPUT_PAGE_OVERHEAD as i64) as f64,
     Ok(Some(l)) if is_safe_integer(l) && l > 0.0 => l,
-    _ => return Err(ToolError::caveman("read_tool_output limit must be a positive integer")),
+    _ => return Err(ToolError::caveman(Caveman::ToolOutputLimitInvalid)),
   };
   let page = (limit as i64).min((cap - READ_TOOL_OUTPUT_PAGE_OVERHEAD as i64).max(1)).max(1) as usize;
   let bytes = entry.text.as_bytes();
@@ -32,7 +32,7 @@ pub(super) fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolE
   let mut start = (offset as usize).min(total);
   if let Some(query) = args.opt_string("query")? {
     if query.is_empty() {
-      return Err(ToolError::caveman("read_tool_output query must not be empty"));
+      return Err(ToolError::caveman(Caveman::ToolOutputQueryEmpty));
     }
     match find(&bytes[start..], query.as_bytes()) {
       Some(at) => start += at,

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::args::Args;
 use super::{blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::cap_output;
-use crate::error::ToolError;
+use crate::error::{Caveman, ToolError};
 use crate::workspace::{openat, Resolved};
 
 pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolError> {
@@ -50,9 +50,12 @@ pub(super) fn replace_atomically(dir: &OwnedFd, name: &CString, data: &[u8], res
   if exists && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR {
     return Err(io_err(std::io::Error::from_raw_os_error(libc::EISDIR), "open"));
   }
-  let mode = if exists { st.st_mode & 0o7777 } else { 0o666 };
+  let is_regular = exists && (st.st_mode & libc::S_IFMT) == libc::S_IFREG;
+  // A regular file keeps its permission bits; anything else (a dangling symlink, which this
+  // replaces instead of following out of the workspace) gets a new file's default mode.
+  let mode = if is_regular { st.st_mode & 0o7777 } else { 0o666 };
   let tmp = CString::new(format!(".{}.knap-{}", name.to_string_lossy(), uuid::Uuid::new_v4().simple()))
-    .map_err(|_| ToolError::caveman("path contains a NUL byte"))?;
+    .map_err(|_| ToolError::caveman(Caveman::PathInvalid))?;
   let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
   let fd = openat(dir.as_raw_fd(), &tmp, flags, mode).map_err(|e| io_err(e, "open"))?;
   let cleanup = |e: ToolError| {
@@ -60,7 +63,7 @@ pub(super) fn replace_atomically(dir: &OwnedFd, name: &CString, data: &[u8], res
     unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
     e
   };
-  if exists {
+  if is_regular {
     // SAFETY: valid fd; restore the original permission bits despite the umask.
     unsafe { libc::fchmod(fd.as_raw_fd(), mode) };
   }

@@ -3,3 +3,4 @@ export { TOOL_POLICY_TIMEOUT_MS, NATIVE_TOOL, localExecutionBackend, shellTools,
 export { agent, tool, schema, output, subagent, context, file } from "./definition.mjs";
 export { auto, AUTO } from "./models.mjs";
 export { run, stream, CavemanRunError } from "./run.mjs";
+export { DiskDurableStore, SqlDurableStore } from "./durable.mjs";

@@ -8,6 +8,7 @@ import { native, wrapPolicy } from "./native.mjs";
 import { NATIVE_TOOL } from "./shell-tools.mjs";
 import { resolveModelCall } from "./models.mjs";
 import { callModel } from "./transport.mjs";
+import { storeRef, jsStoreDispatcher } from "./durable.mjs";
 
 const INTERNAL_OPTIONS = ["buildIdentity", "efficiencyPlan", "lockedBuild", "candidatePlan", "caveRoute", "invocationTrace"];
 const announcedHost = new Set();
@@ -206,6 +207,14 @@ async function* runEvents(definition, content, options) {
   const conversations = new Map();
   const toolAborts = new Map();
   const policy = typeof options.toolPolicy === "function" ? wrapPolicy(options.toolPolicy) : undefined;
+  const durable = options.durable;
+  let durableSpec;
+  let storeDispatch;
+  if (durable !== undefined && durable !== null) {
+    const ref = storeRef(durable.store, rootDir);
+    if (ref.kind === "js") storeDispatch = jsStoreDispatcher(durable.store);
+    durableSpec = { store: ref, input: typeof input === "string" ? input : content, sessionId: options.sessionId ?? `${definition.id}-${runId}` };
+  }
 
   const dispatch = (json) => {
     const msg = JSON.parse(json);
@@ -230,6 +239,8 @@ async function* runEvents(definition, content, options) {
         return callKernelModel(msg);
       case "tool":
         return callKernelTool(msg);
+      case "store":
+        return storeDispatch(msg);
       default:
         return "";
     }
@@ -263,6 +274,7 @@ async function* runEvents(definition, content, options) {
       const value = await tool.execute(msg.args, controller.signal, {
         toolCallId: msg.toolCallId,
         parentToolCallId: msg.parentToolCallId ?? undefined,
+        ...(msg.durable ? { durable: Object.freeze({ ...msg.durable }) } : {}),
         dispatch: () => {
           throw new Error("cave_nested_tool_dispatch_unsupported");
         },
@@ -287,6 +299,7 @@ async function* runEvents(definition, content, options) {
     maxCostUsd: options.maxCostUsd,
     hasPolicy: Boolean(policy),
     input: content,
+    durable: durableSpec,
   };
 
   let graph;
@@ -323,7 +336,7 @@ async function* runEvents(definition, content, options) {
         if (event.type === "run_error") {
           const message = event.message;
           completed = true;
-          yield { type: "run_error", runId, code: errorCode(message), message, receipt: event.receipt };
+          yield { type: "run_error", runId, code: event.code ?? errorCode(message), message, receipt: event.receipt };
           return;
         }
         if (event.type === "run_end") completed = true;
@@ -346,7 +359,7 @@ async function* runEvents(definition, content, options) {
       const event = queue.shift();
       if (event.type === "run_error") {
         completed = true;
-        yield { type: "run_error", runId, code: errorCode(event.message), message: event.message, receipt: event.receipt };
+        yield { type: "run_error", runId, code: event.code ?? errorCode(event.message), message: event.message, receipt: event.receipt };
         return;
       }
       yield event;

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use knap_core::exec::BoxFuture;
 use knap_core::kernel::host::{Host, HostToolCall, ModelCall};
 use knap_core::kernel::spec::{AgentSpec, RunOptionsSpec};
-use knap_core::kernel::{run_agent, Prepared};
+use knap_core::durable::store::{DiskStore, DurableStore};
+use knap_core::durable::DurableError;
+use knap_core::kernel::{definition_sha256, run_agent, DurableSetup, Prepared};
 use knap_core::policy::ToolPolicy;
 use knap_core::tools::ShellTools;
 use napi::bindgen_prelude::*;
@@ -72,7 +74,8 @@ impl Host for JsHost {
   fn tool_call(&self, call: HostToolCall) -> BoxFuture<std::result::Result<String, String>> {
     self.ask(json!({
       "k": "tool", "callId": call.call_id, "key": call.key, "args": call.args,
-      "toolCallId": call.tool_call_id, "parentToolCallId": call.parent_tool_call_id
+      "toolCallId": call.tool_call_id, "parentToolCallId": call.parent_tool_call_id,
+      "durable": call.durable.map(|(key, resumed)| json!({"idempotencyKey": key, "resumed": resumed}))
     }))
   }
 
@@ -90,6 +93,76 @@ impl Host for JsHost {
 
   fn native_toolset(&self, id: u32) -> Option<Arc<ShellTools>> {
     toolset_by_id(id)
+  }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BindingDurable {
+  store: BindingStoreRef,
+  input: Value,
+  session_id: String,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+enum BindingStoreRef {
+  /// The embedded disk store, run natively.
+  Disk { root: String },
+  /// A JS store object (`SqlDurableStore`, a user's own), called through the dispatcher.
+  Js,
+}
+
+/// A JS `DurableStore` as a core store: `{k:"store", op, runId, data?}` through the dispatcher.
+struct JsStore {
+  dispatch: Arc<JsPolicyFn>,
+}
+
+impl JsStore {
+  fn op(&self, op: &'static str, run_id: &str, data: Option<String>) -> BoxFuture<std::result::Result<String, DurableError>> {
+    let host = JsHost { dispatch: self.dispatch.clone(), policy: None };
+    let reply = host.ask(json!({"k": "store", "op": op, "runId": run_id, "data": data}));
+    Box::pin(async move {
+      reply.await.map_err(|message| {
+        let code = message.split(':').next().filter(|c| c.starts_with("cave_")).unwrap_or("cave_durable_store_failed").to_string();
+        DurableError::new(code, message)
+      })
+    })
+  }
+}
+
+impl DurableStore for JsStore {
+  fn load(&self, run_id: &str) -> BoxFuture<std::result::Result<Vec<String>, DurableError>> {
+    let f = self.op("load", run_id, None);
+    Box::pin(async move {
+      let text = f.await?;
+      serde_json::from_str::<Vec<String>>(&text)
+        .map_err(|_| DurableError::coded("cave_durable_store_failed", "load must resolve to an array of strings"))
+    })
+  }
+
+  fn append(&self, run_id: &str, data: String) -> BoxFuture<std::result::Result<(), DurableError>> {
+    let f = self.op("append", run_id, Some(data));
+    Box::pin(async move { f.await.map(|_| ()) })
+  }
+
+  fn acquire(&self, run_id: &str) -> BoxFuture<std::result::Result<(), DurableError>> {
+    let f = self.op("acquire", run_id, None);
+    Box::pin(async move { f.await.map(|_| ()) })
+  }
+
+  fn release(&self, run_id: &str) -> BoxFuture<std::result::Result<(), DurableError>> {
+    let f = self.op("release", run_id, None);
+    Box::pin(async move { f.await.map(|_| ()) })
+  }
+
+  fn close(&self, run_id: &str) -> BoxFuture<std::result::Result<(), DurableError>> {
+    let f = self.op("close", run_id, None);
+    Box::pin(async move { f.await.map(|_| ()) })
+  }
+
+  fn list(&self) -> Option<BoxFuture<std::result::Result<Vec<String>, DurableError>>> {
+    None
   }
 }
 
@@ -131,14 +204,34 @@ impl NativeRun {
       Err(e) => return options_error("cave_run_options_invalid", format!("cave_run_options_invalid: {e}")),
     };
     let has_policy = options.has_policy;
+    let durable_options: Option<BindingDurable> = serde_json::from_str::<Value>(&options_json)
+      .ok()
+      .and_then(|v| v.get("durable").cloned())
+      .filter(|d| !d.is_null())
+      .and_then(|d| serde_json::from_value(d).ok());
     let prepared = match Prepared::new(options) {
       Ok(p) => p,
       Err(e) => return options_error(&e.code, e.message),
     };
     let policy: Option<Arc<dyn ToolPolicy>> =
       if has_policy { Some(Arc::new(JsPolicy::enveloped(dispatch.clone()))) } else { None };
+    let durable = durable_options.map(|d| {
+      let store: Arc<dyn DurableStore> = match d.store {
+        BindingStoreRef::Disk { root } => Arc::new(Arc::new(DiskStore::new(root))),
+        BindingStoreRef::Js => Arc::new(JsStore { dispatch: dispatch.clone() }),
+      };
+      let agent_value: Value = serde_json::from_str(&agent_json).unwrap_or_default();
+      DurableSetup { store, definition_sha256: definition_sha256(&agent_value), input: d.input, session_id: d.session_id }
+    });
     let host = Arc::new(JsHost { dispatch, policy });
-    match run_agent(host, agent, prepared, self.cancel.clone()).await {
+    match run_agent(host, agent, prepared, self.cancel.clone(), durable).await {
+      Err(f) if f.pre_run => BindingRunOutcome {
+        phase: "options".into(),
+        code: f.code,
+        message: Some(f.message),
+        receipt_json: None,
+        result_json: None,
+      },
       Ok(result) => BindingRunOutcome {
         phase: "done".into(),
         code: None,
@@ -148,7 +241,7 @@ impl NativeRun {
       },
       Err(f) => BindingRunOutcome {
         phase: "run".into(),
-        code: None,
+        code: f.code,
         message: Some(f.message),
         receipt_json: Some(f.receipt.to_string()),
         result_json: None,

@@ -2,11 +2,13 @@
 //! logic lives here; see `crates/knap-core`.
 
 mod ai_sdk;
+mod durable;
 mod kernel;
 mod policy;
 mod shell_tools;
 
 pub use ai_sdk::*;
+pub use durable::*;
 pub use kernel::*;
 pub use policy::*;
 pub use shell_tools::*;

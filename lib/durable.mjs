@@ -1,0 +1,247 @@
+// Durable stores. The journal itself (format, barriers, resume) is written and read in Rust;
+// these are the places it lives. `DiskDurableStore` is the embedded default and runs natively;
+// any object with `load`/`append`/`acquire`/`close` (and optionally `list`) works too.
+import path from "node:path";
+import { randomUUID } from "node:crypto";
+import { native, codedError } from "./native.mjs";
+
+const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+const TABLE = /^[a-z_][a-z0-9_]{0,54}$/;
+const MAX_JOURNAL_BYTES = 256 * 1024 * 1024;
+const DEFAULT_LEASE_TTL_MS = 30_000;
+const MIN_LEASE_TTL_MS = 3_000;
+const APPEND_RETRIES = 12;
+
+function fromNative(error) {
+  const message = error?.message ?? String(error);
+  const code = /^(cave_[a-z0-9_]+)/.exec(message)?.[1] ?? "cave_durable_store_failed";
+  return codedError(code, message);
+}
+
+async function call(promise) {
+  try {
+    return await promise;
+  } catch (error) {
+    throw fromNative(error);
+  }
+}
+
+/** The embedded default: `<root>/<runId>-<sha256(runId)[..10]>/journal.jsonl`, fsynced appends. */
+export class DiskDurableStore {
+  #native;
+  constructor(root) {
+    if (typeof root !== "string" || root === "") throw codedError("cave_durable_store_root_required", "DiskDurableStore needs a root directory");
+    this.#native = new native.NativeDiskStore(path.resolve(root));
+  }
+  get root() {
+    return this.#native.root;
+  }
+  runDir(runId) {
+    return this.#native.runDir(runId);
+  }
+  load(runId) {
+    return call(this.#native.load(runId));
+  }
+  append(runId, data) {
+    return call(this.#native.append(runId, data));
+  }
+  async acquire(runId) {
+    await call(this.#native.acquire(runId));
+    let released = false;
+    return async () => {
+      if (released) return;
+      released = true;
+      await call(this.#native.release(runId));
+    };
+  }
+  close(runId) {
+    return call(this.#native.close(runId));
+  }
+  list() {
+    return call(this.#native.list());
+  }
+}
+
+/** The default store of a run: `<rootDir>/.caveman/runs/durable`. */
+export function defaultDurableRoot(rootDir) {
+  return path.resolve(rootDir ?? process.cwd(), ".caveman", "runs", "durable");
+}
+
+const isDuplicateKey = (error) =>
+  error?.code === "23505" ||
+  /SQLITE_CONSTRAINT_(PRIMARYKEY|UNIQUE)/.test(String(error?.code ?? "")) ||
+  /UNIQUE constraint failed|duplicate key/i.test(String(error?.message ?? ""));
+
+/**
+ * A journal in SQL, reached only through the caller's `sql.exec(sql, params)` (sync or async,
+ * returning rows): better-sqlite3, `node:sqlite`, node-postgres all work. Leases of 30 s,
+ * renewed every 10 s; a lost lease poisons appends.
+ */
+export class SqlDurableStore {
+  #exec;
+  #dialect;
+  #table;
+  #ttl;
+  #leases = new Map();
+  #lost = new Map();
+
+  constructor(options) {
+    const { sql, dialect, table = "caveman_durable_journal", leaseTtlMs = DEFAULT_LEASE_TTL_MS } = options ?? {};
+    if (dialect !== "sqlite" && dialect !== "postgres") {
+      throw codedError("cave_durable_sql_dialect_unsupported", `cave_durable_sql_dialect_unsupported: ${JSON.stringify(dialect)}`);
+    }
+    if (typeof table !== "string" || !TABLE.test(table)) throw codedError("cave_durable_sql_table_invalid", `cave_durable_sql_table_invalid: ${JSON.stringify(table)}`);
+    if (!Number.isSafeInteger(leaseTtlMs) || leaseTtlMs < MIN_LEASE_TTL_MS) {
+      throw codedError("cave_durable_sql_lease_ttl_invalid", `cave_durable_sql_lease_ttl_invalid: leaseTtlMs must be an integer ≥ ${MIN_LEASE_TTL_MS}`);
+    }
+    if (!sql || typeof sql.exec !== "function") throw codedError("cave_durable_sql_executor_required", "SqlDurableStore needs sql.exec(sql, params)");
+    this.#exec = sql.exec.bind(sql);
+    this.#dialect = dialect;
+    this.#table = table;
+    this.#ttl = leaseTtlMs;
+  }
+
+  /** The DDL to run once (the store never issues DDL itself). */
+  static schema(dialect, table = "caveman_durable_journal") {
+    if (dialect !== "sqlite" && dialect !== "postgres") throw codedError("cave_durable_sql_dialect_unsupported");
+    if (!TABLE.test(table)) throw codedError("cave_durable_sql_table_invalid");
+    return [
+      `CREATE TABLE IF NOT EXISTS ${table} (run_id TEXT NOT NULL, seq BIGINT NOT NULL, line TEXT NOT NULL, PRIMARY KEY (run_id, seq))`,
+      `CREATE TABLE IF NOT EXISTS ${table}_leases (run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at BIGINT NOT NULL)`,
+    ];
+  }
+
+  #sql(text) {
+    if (this.#dialect === "sqlite") return text;
+    let n = 0;
+    return text.replace(/\?/g, () => `$${++n}`);
+  }
+
+  async #query(text, params = []) {
+    const rows = await this.#exec(this.#sql(text), params);
+    return Array.isArray(rows) ? rows : (rows?.rows ?? []);
+  }
+
+  async load(runId) {
+    const rows = await this.#query(`SELECT line FROM ${this.#table} WHERE run_id = ? ORDER BY seq`, [runId]);
+    let bytes = 0;
+    return rows.map((row) => {
+      bytes += String(row.line).length + 1;
+      if (bytes > MAX_JOURNAL_BYTES) throw codedError("cave_durable_journal_limit", "cave_durable_journal_limit");
+      return String(row.line);
+    });
+  }
+
+  async #proveLease(runId) {
+    const lost = this.#lost.get(runId);
+    if (lost) throw lost;
+    const lease = this.#leases.get(runId);
+    if (!lease) return;
+    const rows = await this.#query(`SELECT owner FROM ${this.#table}_leases WHERE run_id = ? AND owner = ?`, [runId, lease.owner]);
+    if (rows.length === 0) {
+      const error = codedError("cave_durable_run_lock_lost", `cave_durable_run_lock_lost: run "${runId}" is no longer held by this process`);
+      this.#lost.set(runId, error);
+      throw error;
+    }
+  }
+
+  async append(runId, data) {
+    await this.#proveLease(runId);
+    const lines = String(data).split("\n").filter((line) => line !== "");
+    const [{ total = 0 } = {}] = await this.#query(`SELECT COALESCE(SUM(LENGTH(line)), 0) AS total FROM ${this.#table} WHERE run_id = ?`, [runId]);
+    if (Number(total) + data.length > MAX_JOURNAL_BYTES) throw codedError("cave_durable_journal_limit", "cave_durable_journal_limit");
+    for (const line of lines) {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.#query(
+            `INSERT INTO ${this.#table} (run_id, seq, line) SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM ${this.#table} WHERE run_id = ?`,
+            [runId, line, runId],
+          );
+          break;
+        } catch (error) {
+          if (!isDuplicateKey(error) || attempt + 1 >= APPEND_RETRIES) throw error;
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 4 * (attempt + 1)));
+        }
+      }
+    }
+  }
+
+  async acquire(runId) {
+    const now = Date.now();
+    await this.#query(`DELETE FROM ${this.#table}_leases WHERE run_id = ? AND expires_at < ?`, [runId, now]);
+    const owner = `${runId}:${randomUUID()}`;
+    const rows = await this.#query(
+      `INSERT INTO ${this.#table}_leases (run_id, owner, expires_at) VALUES (?, ?, ?) ON CONFLICT (run_id) DO NOTHING RETURNING run_id`,
+      [runId, owner, now + this.#ttl],
+    );
+    if (rows.length === 0) throw codedError("cave_durable_run_locked", `cave_durable_run_locked: run "${runId}" is held by another live process`);
+    this.#lost.delete(runId);
+    const timer = setInterval(() => {
+      this.#query(`UPDATE ${this.#table}_leases SET expires_at = ? WHERE run_id = ? AND owner = ?`, [Date.now() + this.#ttl, runId, owner])
+        .then(async () => {
+          const held = await this.#query(`SELECT owner FROM ${this.#table}_leases WHERE run_id = ? AND owner = ?`, [runId, owner]);
+          if (held.length === 0) throw new Error("lease gone");
+        })
+        .catch(() => {
+          this.#lost.set(runId, codedError("cave_durable_sql_lock_lost", `cave_durable_sql_lock_lost: lease renewal for "${runId}" failed`));
+          clearInterval(timer);
+        });
+    }, Math.floor(this.#ttl / 3));
+    timer.unref?.();
+    this.#leases.set(runId, { owner, timer });
+    return async () => this.close(runId);
+  }
+
+  async close(runId) {
+    const lease = this.#leases.get(runId);
+    if (!lease) return;
+    clearInterval(lease.timer);
+    this.#leases.delete(runId);
+    await this.#query(`DELETE FROM ${this.#table}_leases WHERE run_id = ? AND owner = ?`, [runId, lease.owner]);
+  }
+
+  async list() {
+    const rows = await this.#query(`SELECT DISTINCT run_id FROM ${this.#table}`);
+    return rows.map((row) => String(row.run_id)).filter((id) => RUN_ID.test(id)).sort();
+  }
+}
+
+/** The store reference the kernel gets: the disk store natively, anything else through JS. */
+export function storeRef(store, rootDir) {
+  if (store === undefined) return { kind: "disk", root: defaultDurableRoot(rootDir) };
+  if (store instanceof DiskDurableStore) return { kind: "disk", root: store.root };
+  for (const method of ["load", "append", "acquire", "close"]) {
+    if (typeof store?.[method] !== "function") throw codedError("cave_durable_store_invalid", `cave_durable_store_invalid: durable.store needs a ${method}() method`);
+  }
+  return { kind: "js" };
+}
+
+/** Serves the kernel's `{k:"store"}` requests from a JS store. */
+export function jsStoreDispatcher(store) {
+  const releases = new Map();
+  return async (msg) => {
+    switch (msg.op) {
+      case "load":
+        return JSON.stringify(Array.from(await store.load(msg.runId), String));
+      case "append":
+        await store.append(msg.runId, msg.data);
+        return "";
+      case "acquire": {
+        const release = await store.acquire(msg.runId);
+        releases.set(msg.runId, release);
+        return "";
+      }
+      case "release": {
+        const release = releases.get(msg.runId);
+        releases.delete(msg.runId);
+        if (typeof release === "function") await release();
+        return "";
+      }
+      case "close":
+        await store.close(msg.runId);
+        return "";
+      default:
+        throw new Error(`cave_durable_store_failed: unknown store operation ${msg.op}`);
+    }
+  };
+}

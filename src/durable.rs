@@ -1,0 +1,71 @@
+//! `NativeDiskStore`: the embedded disk store, for JS callers of the store interface. Runs
+//! started with a `DiskDurableStore` use the same store inside Rust, with no round trips.
+
+use std::sync::Arc;
+
+use knap_core::durable::store::{DiskStore, DurableStore};
+use knap_core::durable::DurableError;
+use napi_derive::napi;
+
+/// Async exports reject with a plain error; its message starts with the `cave_durable_*` code,
+/// which the JS wrapper copies to `error.code`.
+fn js_error(e: DurableError) -> napi::Error {
+  napi::Error::from_reason(e.message)
+}
+
+#[napi]
+pub struct NativeDiskStore {
+  inner: Arc<DiskStore>,
+}
+
+#[napi]
+impl NativeDiskStore {
+  #[napi(constructor)]
+  pub fn new(root: String) -> Self {
+    Self { inner: Arc::new(DiskStore::new(root)) }
+  }
+
+  #[napi(getter)]
+  pub fn root(&self) -> String {
+    self.inner.root().to_string_lossy().into_owned()
+  }
+
+  /// The run's directory (`<root>/<runId>-<sha256(runId)[..10]>`).
+  #[napi]
+  pub fn run_dir(&self, run_id: String) -> String {
+    self.inner.run_dir(&run_id).to_string_lossy().into_owned()
+  }
+
+  #[napi]
+  pub async fn load(&self, run_id: String) -> napi::Result<Vec<String>> {
+    self.inner.load(&run_id).await.map_err(js_error)
+  }
+
+  #[napi]
+  pub async fn append(&self, run_id: String, data: String) -> napi::Result<()> {
+    self.inner.append(&run_id, data).await.map_err(js_error)
+  }
+
+  #[napi]
+  pub async fn acquire(&self, run_id: String) -> napi::Result<()> {
+    self.inner.acquire(&run_id).await.map_err(js_error)
+  }
+
+  #[napi]
+  pub async fn release(&self, run_id: String) -> napi::Result<()> {
+    self.inner.release(&run_id).await.map_err(js_error)
+  }
+
+  #[napi]
+  pub async fn close(&self, run_id: String) -> napi::Result<()> {
+    self.inner.close(&run_id).await.map_err(js_error)
+  }
+
+  #[napi]
+  pub async fn list(&self) -> napi::Result<Vec<String>> {
+    match self.inner.list() {
+      Some(f) => f.await.map_err(js_error),
+      None => Ok(Vec::new()),
+    }
+  }
+}

@@ -352,6 +352,8 @@ struct Level {
   totals: Totals,
   conversation: u64,
   first_call: bool,
+  /// `turn_start` of the coming turn was already emitted (the first turn opens before the prompt).
+  turn_open: bool,
   pending: Vec<Value>,
   context_bytes: usize,
   message_count: usize,
@@ -401,6 +403,7 @@ impl Level {
       totals: Totals::default(),
       conversation,
       first_call: true,
+      turn_open: false,
       pending: Vec::new(),
       context_bytes: 0,
       message_count: 0,
@@ -539,7 +542,7 @@ impl Level {
         )));
       }
     }
-    if self.agent.sandbox == "required" {
+    if self.agent.sandbox == "required" && self.agent.tools.iter().any(|t| !matches!(t.runtime, ToolRuntime::Subagent { .. })) {
       return Err(self.fail(
         "cave_tool_sandbox_entry_required: sandboxed tools need RunOptions.entryPath; use sandbox fixture only for trusted tests",
       ));
@@ -548,6 +551,9 @@ impl Level {
     self.context_bytes += system.len();
     self.context_bytes += Value::Array(self.tool_schemas()).to_string().len();
     self.emit_pi(json!({"type": "agent_start"}));
+    // Pi opens the first turn before the prompt's message events.
+    self.emit_pi(json!({"type": "turn_start"}));
+    self.turn_open = true;
     if self.pending.is_empty() {
       let user = json!({"role": "user", "content": input, "timestamp": now_ms()});
       self.emit_pi(json!({"type": "message_start", "message": user}));
@@ -632,7 +638,9 @@ impl Level {
       }
     }
     self.model_calls += 1;
-    self.emit_pi(json!({"type": "turn_start"}));
+    if !std::mem::replace(&mut self.turn_open, false) {
+      self.emit_pi(json!({"type": "turn_start"}));
+    }
     let first = std::mem::replace(&mut self.first_call, false);
     let call = ModelCall {
       conversation: self.conversation,
@@ -715,21 +723,19 @@ impl Level {
     (call, amount)
   }
 
-  /// Runs one turn's tool calls: consecutive `read` tools as one concurrent batch, others in order.
+  /// Runs one turn's tool calls: all concurrently when every tool is `read`, else one by one.
   async fn run_tool_calls(&mut self, calls: &[Value]) -> Result<Vec<Value>, RunFailure> {
     let mut results = Vec::with_capacity(calls.len());
-    let mut i = 0;
     let mut in_turn = 0u32;
-    while i < calls.len() {
-      let is_read = |c: &Value| self.find_tool(call_name(c)).is_some_and(|t| self.agent.tools[t].effect == "read");
-      let mut end = i + 1;
-      if is_read(&calls[i]) {
-        while end < calls.len() && is_read(&calls[end]) {
-          end += 1;
-        }
-      }
-      let batch = &calls[i..end];
+    // Pi agent-core: one sequential (non-read) tool in the turn makes the whole batch sequential;
+    // otherwise every call is admitted in order, then all execute concurrently.
+    let parallel = calls
+      .iter()
+      .all(|c| self.find_tool(call_name(c)).map_or(true, |t| self.agent.tools[t].effect == "read"));
+    let batch_size = if parallel { calls.len().max(1) } else { 1 };
+    for batch in calls.chunks(batch_size) {
       let mut verdicts = Vec::with_capacity(batch.len());
+      let mut outs: Vec<Option<Executed>> = Vec::with_capacity(batch.len());
       for call in batch {
         in_turn += 1;
         let name = call_name(call).to_string();
@@ -746,51 +752,63 @@ impl Level {
             return Err(self.fail(policy_error.code()));
           }
         };
+        match &verdict {
+          Verdict::Blocked { reason } => {
+            let out = Executed { text: reason.clone(), is_error: true, child: None };
+            self.emit_tool_end(&id, &name, &out);
+            outs.push(Some(out));
+          }
+          Verdict::Run { .. } => outs.push(None),
+        }
         verdicts.push((id, name, verdict));
       }
       let shared = self.shared.clone();
-      let futures: Vec<BoxFuture<Executed>> = verdicts
+      let mut running: futures::stream::FuturesUnordered<_> = verdicts
         .iter()
-        .map(|(id, _, verdict)| -> BoxFuture<Executed> {
-          match verdict {
-            Verdict::Blocked { reason } => {
-              let text = reason.clone();
-              Box::pin(async move { Executed { text, is_error: true, child: None } })
-            }
-            Verdict::Run { index, args, wallet } => {
-              let tool = self.agent.tools[*index].clone();
-              let plan = self.durable().map(|d| (d.plan(&self.path, id, &tool.name, &tool.effect, args), d));
-              let mut ctx = ExecContext {
-                shared: shared.clone(),
-                agent_path: self.agent_path.clone(),
-                path: self.path.clone(),
-                depth: self.depth,
-                durable_key: None,
-              };
-              match plan {
-                None => Box::pin(execute(ctx, tool, args.clone(), id.clone(), wallet.clone())),
-                Some((ToolPlan::Mismatch(text), _)) => Box::pin(async move { tool_error(text) }),
-                Some((ToolPlan::Replay(text, is_error), _)) => {
-                  Box::pin(async move { Executed { text, is_error, child: None } })
-                }
-                Some((ToolPlan::Fresh(identity), d)) => {
-                  ctx.durable_key = Some((identity.idempotency_key.clone(), false));
-                  Box::pin(execute_journaled(ctx, tool, args.clone(), identity, wallet.clone(), d, true))
-                }
-                Some((ToolPlan::Redrive(identity), d)) => {
-                  ctx.durable_key = Some((identity.idempotency_key.clone(), true));
-                  Box::pin(execute_journaled(ctx, tool, args.clone(), identity, wallet.clone(), d, false))
-                }
+        .enumerate()
+        .filter_map(|(k, (id, _, verdict))| {
+          let Verdict::Run { index, args, wallet } = verdict else { return None };
+          let future: BoxFuture<Executed> = {
+            let tool = self.agent.tools[*index].clone();
+            let plan = self.durable().map(|d| (d.plan(&self.path, id, &tool.name, &tool.effect, args), d));
+            let mut ctx = ExecContext {
+              shared: shared.clone(),
+              agent_path: self.agent_path.clone(),
+              path: self.path.clone(),
+              depth: self.depth,
+              durable_key: None,
+            };
+            match plan {
+              None => Box::pin(execute(ctx, tool, args.clone(), id.clone(), wallet.clone())),
+              Some((ToolPlan::Mismatch(text), _)) => Box::pin(async move { tool_error(text) }),
+              Some((ToolPlan::Replay(text, is_error), _)) => {
+                Box::pin(async move { Executed { text, is_error, child: None } })
+              }
+              Some((ToolPlan::Fresh(identity), d)) => {
+                ctx.durable_key = Some((identity.idempotency_key.clone(), false));
+                Box::pin(execute_journaled(ctx, tool, args.clone(), identity, wallet.clone(), d, true))
+              }
+              Some((ToolPlan::Redrive(identity), d)) => {
+                ctx.durable_key = Some((identity.idempotency_key.clone(), true));
+                Box::pin(execute_journaled(ctx, tool, args.clone(), identity, wallet.clone(), d, false))
               }
             }
-          }
+          };
+          Some(async move { (k, future.await) })
         })
         .collect();
-      let executed = futures::future::join_all(futures).await;
-      for ((id, name, _), out) in verdicts.into_iter().zip(executed) {
+      while let Some((k, out)) = futures::StreamExt::next(&mut running).await {
+        let (id, name, _) = &verdicts[k];
+        self.emit_tool_end(id, name, &out);
+        outs[k] = Some(out);
+      }
+      drop(running);
+      for ((id, name, _), out) in verdicts.into_iter().zip(outs) {
+        let out = out.expect("every call of the batch settled");
         if out.is_error {
           self.receipt.record_error(&name);
         }
+        let result = self.tool_result(&name, &out);
         if let Some(child) = out.child {
           self.receipt.subagents.push(child.receipt);
           self.totals.add(&child.usage);
@@ -798,10 +816,6 @@ impl Level {
             m.settle(child.spent);
           }
         }
-        let effect = self.find_tool(&name).map(|t| self.agent.tools[t].effect.clone()).unwrap_or_default();
-        let result_policy = self.find_tool(&name).map(|t| self.agent.tools[t].result.clone()).unwrap_or_else(|| "auto".into());
-        let result = json!({"content": [{"type": "text", "text": out.text}], "details": {"effect": effect, "resultPolicy": result_policy}});
-        self.emit_pi(json!({"type": "tool_execution_end", "toolCallId": id, "toolName": name, "result": result, "isError": out.is_error}));
         let message = json!({
           "role": "toolResult", "toolCallId": id, "toolName": name, "content": result["content"],
           "details": result["details"], "isError": out.is_error, "timestamp": now_ms()
@@ -814,9 +828,27 @@ impl Level {
       if self.shared.cancel.is_cancelled() {
         return Err(self.fail("cave_run_aborted: the run was aborted"));
       }
-      i = end;
     }
     Ok(results)
+  }
+
+  /// The tool result Pi builds: `details {effect, resultPolicy}` for a result the tool produced,
+  /// `details {}` for an error (Pi's `createErrorToolResult`: blocked, thrown, timed out).
+  fn tool_result(&self, name: &str, out: &Executed) -> Value {
+    if out.is_error {
+      return json!({"content": [{"type": "text", "text": out.text}], "details": {}});
+    }
+    let tool = self.find_tool(name).map(|t| &self.agent.tools[t]);
+    let effect = tool.map(|t| t.effect.as_str()).unwrap_or_default();
+    let result_policy = tool.map(|t| t.result.as_str()).unwrap_or("auto");
+    json!({"content": [{"type": "text", "text": out.text}], "details": {"effect": effect, "resultPolicy": result_policy}})
+  }
+
+  fn emit_tool_end(&self, id: &str, name: &str, out: &Executed) {
+    if self.root {
+      let result = self.tool_result(name, out);
+      self.emit_pi(json!({"type": "tool_execution_end", "toolCallId": id, "toolName": name, "result": result, "isError": out.is_error}));
+    }
   }
 
   fn find_tool(&self, name: &str) -> Option<usize> {
@@ -826,6 +858,19 @@ impl Level {
   /// The admission checks of `beforeToolCall`, in the reference's order. `Err` is a policy failure.
   async fn admit(&mut self, name: &str, id: &str, args: &Value, in_turn: u32) -> Result<Verdict, PolicyError> {
     let blocked = |reason: &str| Ok(Verdict::Blocked { reason: reason.to_string() });
+    // Pi validates the arguments of a declared tool before `beforeToolCall` runs.
+    if let Some(tool) = self.find_tool(name).map(|i| &self.agent.tools[i]) {
+      let problems = validate(&tool.input, args);
+      if !problems.is_empty() {
+        let text = format!(
+          "Validation failed for tool \"{}\":\n{}\n\nReceived arguments:\n{}",
+          tool.name,
+          problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"),
+          serde_json::to_string_pretty(args).unwrap_or_default()
+        );
+        return Ok(Verdict::Blocked { reason: text });
+      }
+    }
     if self.shared.deadline.is_some_and(|d| Instant::now() >= d) {
       self.stop = Some("deadline");
       return blocked("cave_run_deadline_exceeded");
@@ -864,16 +909,6 @@ impl Level {
     }
     if !args.is_object() {
       return blocked("cave_tool_arguments_invalid");
-    }
-    let problems = validate(&tool.input, args);
-    if !problems.is_empty() {
-      let text = format!(
-        "Validation failed for tool \"{}\":\n{}\n\nReceived arguments:\n{}",
-        tool.name,
-        problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"),
-        serde_json::to_string_pretty(args).unwrap_or_default()
-      );
-      return Ok(Verdict::Blocked { reason: text });
     }
     let effect = tool.effect.clone();
     if let Some(policy) = self.shared.host.policy() {

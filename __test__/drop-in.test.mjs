@@ -68,7 +68,8 @@ test("npm pack + npm install --offline under the alias name; the example runs un
     "stopReason: complete",
     'receipt.tools: [{"name":"bash","calls":1,"errors":0},{"name":"grep","calls":1,"errors":0},{"name":"word_count","calls":1,"errors":0},{"name":"write_file","calls":1,"errors":1,"denied":1}]',
     "out.txt written: false",
-    "stream tool ends: bash, grep, word_count, write_file -> cave_tool_denied:read_only_review",
+    "stream tool starts: bash, grep, word_count, write_file",
+    "stream tool errors: write_file -> cave_tool_denied:read_only_review",
     "error: true cave_agent_run_failed",
   ]);
 });

@@ -126,9 +126,9 @@ test("breakers: the blocked repeat reads cave_tool_call_loop_detected; allowRepe
   ];
   const events = await collect(stream(def, "go", baseOptions(turns, { breakers: { repeatedToolCalls: 2 } })));
   assert.equal(counter.n, 4);
-  const ends = events.filter((e) => e.type === "pi" && e.event.type === "tool_execution_end");
+  const turnEnd = events.find((e) => e.type === "pi" && e.event.type === "turn_end").event;
   assert.deepEqual(
-    ends.map((e) => e.event.result.content[0].text),
+    turnEnd.toolResults.map((m) => m.content[0].text),
     ["repeatable:ok", "repeatable:ok", "repeatable:ok", "again:ok", "cave_tool_call_loop_detected"],
   );
   assert.equal(events.at(-1).type, "run_end");

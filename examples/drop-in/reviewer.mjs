@@ -52,13 +52,17 @@ console.log(`stopReason: ${result.stopReason}`);
 console.log(`receipt.tools: ${JSON.stringify(result.receipt.tools)}`);
 console.log(`out.txt written: ${fs.existsSync(path.join(workspace, "out.txt"))}`);
 
-const toolEnds = [];
+const started = [];
+const failed = [];
 for await (const event of stream(reviewer, "count the lines in notes.txt", options())) {
-  if (event.type === "pi" && event.event.type === "tool_execution_end") {
-    toolEnds.push(`${event.event.toolName}${event.event.isError ? ` -> ${event.event.result.content[0].text}` : ""}`);
+  if (event.type !== "pi") continue;
+  if (event.event.type === "tool_execution_start") started.push(event.event.toolName);
+  if (event.event.type === "tool_execution_end" && event.event.isError) {
+    failed.push(`${event.event.toolName} -> ${event.event.result.content[0].text}`);
   }
 }
-console.log(`stream tool ends: ${toolEnds.join(", ")}`);
+console.log(`stream tool starts: ${started.join(", ")}`);
+console.log(`stream tool errors: ${failed.join(", ")}`);
 
 try {
   await run(reviewer, "go", { ensureRuntime: false, model: fauxModel(), streamFn: scriptedStream([]) });

@@ -1,0 +1,14 @@
+// knap/ai-sdk: knap's Rust tools as a Vercel AI SDK tool set, with bashkit's API on Node.
+export { createLocalSandbox } from "./sandbox.mjs";
+export { createAgentTools, DEFAULT_CONFIG } from "./agent-tools.mjs";
+export { createBashTool, createReadTool, createWriteTool, createEditTool, createGlobTool, createGrepTool } from "./public-tools.mjs";
+export { createPatchTool } from "./public-tools.mjs";
+export { createAskUserTool, createEnterPlanModeTool, createExitPlanModeTool, createTodoWriteTool, createSkillTool } from "./interactive.mjs";
+export { createTaskTool } from "./task.mjs";
+export { createWebSearchTool, createWebFetchTool } from "./web.mjs";
+export { cached, LRUCacheStore } from "./cache.mjs";
+export { createBudgetTracker, fetchOpenRouterModels, getModelContextLength, resetModelRegistryCache } from "./budget.mjs";
+export { pruneMessages, pruneMessagesByTokens, estimateTokens, estimateMessageTokens, estimateMessagesTokens } from "./messages.mjs";
+export { anthropicPromptCacheMiddleware, anthropicPromptCacheMiddlewareV2 } from "./middleware.mjs";
+export { withContext, applyContextLayers, createExecutionPolicy, createOutputPolicy, middleTruncate } from "./context.mjs";
+export { toAiSdkTools } from "./adapter.mjs";

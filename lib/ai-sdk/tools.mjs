@@ -555,13 +555,12 @@ async function grepWithRg(env, input, mode, searchPath, ms, maxLineLength) {
     }
   }
   return {
-    matches: matches.map((m) => ({
-      file: m.file,
-      line_number: m.line_number,
-      line: m.line,
-      before_context: m.before_context.length ? m.before_context : undefined,
-      after_context: m.after_context.length ? m.after_context : undefined,
-    })),
+    matches: matches.map((m) => {
+      const out = { file: m.file, line_number: m.line_number, line: m.line };
+      if (m.before_context.length) out.before_context = m.before_context;
+      if (m.after_context.length) out.after_context = m.after_context;
+      return out;
+    }),
   };
 }
 

@@ -87,6 +87,7 @@ export function parsePatch(text) {
         }
         const oldLines = [];
         const newLines = [];
+        const ops = []; // [" " | "-" | "+", text] in order
         let isEndOfFile = false;
         let parsed = 0;
         while (i < body.length) {
@@ -98,15 +99,18 @@ export function parsePatch(text) {
             break;
           }
           const c = line[0];
-          if (line === "") {
-            oldLines.push("");
-            newLines.push("");
-          } else if (c === " ") {
+          if (line === "" || c === " ") {
+            const text = line.slice(1);
+            oldLines.push(text);
+            newLines.push(text);
+            ops.push([" ", text]);
+          } else if (c === "-") {
             oldLines.push(line.slice(1));
+            ops.push(["-", line.slice(1)]);
+          } else if (c === "+") {
             newLines.push(line.slice(1));
-          } else if (c === "-") oldLines.push(line.slice(1));
-          else if (c === "+") newLines.push(line.slice(1));
-          else {
+            ops.push(["+", line.slice(1)]);
+          } else {
             if (parsed === 0) {
               throw new PatchParseError(
                 `Unexpected line found in update hunk: '${line}'. Every line should start with ' ' (context line), '+' (added line), or '-' (removed line)`,
@@ -119,7 +123,7 @@ export function parsePatch(text) {
           i++;
         }
         if (parsed === 0) throw new PatchParseError("Update hunk does not contain any lines", lineNo(i));
-        chunks.push({ changeContext, oldLines, newLines, isEndOfFile });
+        chunks.push({ changeContext, oldLines, newLines, ops, isEndOfFile });
       }
       if (chunks.length === 0) throw new PatchParseError(`Update file hunk for path '${path}' is empty`, lineNo(start));
       hunks.push({ type: "update", path, movePath, chunks });
@@ -179,11 +183,13 @@ export function applyChunks(original, chunks, path) {
       continue;
     }
     let old = chunk.oldLines;
-    let neu = chunk.newLines;
+    let ops = chunk.ops;
     let at = seekSequence(lines, old, cursor, chunk.isEndOfFile);
     if (at === null && old.at(-1) === "") {
+      // A trailing blank context line that the file does not have (the end of the file).
       old = old.slice(0, -1);
-      if (neu.at(-1) === "") neu = neu.slice(0, -1);
+      const lastContext = ops.findLastIndex(([k]) => k !== "+");
+      if (lastContext !== -1 && ops[lastContext][1] === "") ops = ops.filter((_, i) => i !== lastContext);
       at = seekSequence(lines, old, cursor, chunk.isEndOfFile);
     }
     if (at === null) {
@@ -191,7 +197,15 @@ export function applyChunks(original, chunks, path) {
         `${path}: Failed to find expected lines in ${path} searched from line ${cursor + 1}:\n${chunk.oldLines.join("\n")}\nRead the file to verify current content before retrying.`,
       );
     }
-    replacements.push([at, old.length, neu]);
+    // Context lines keep the file's own text (a whitespace-fuzzy match must not rewrite them).
+    const replacement = [];
+    let k = at;
+    for (const [kind, text] of ops) {
+      if (kind === " ") replacement.push(lines[k++]);
+      else if (kind === "-") k++;
+      else replacement.push(text);
+    }
+    replacements.push([at, old.length, replacement]);
     cursor = at + old.length;
   }
   replacements.sort((a, b) => a[0] - b[0]);

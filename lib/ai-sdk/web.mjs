@@ -31,7 +31,8 @@ function webError(error, signal) {
   if (signal?.aborted || error?.name === "TimeoutError" || error?.name === "AbortError") {
     return { error: "Request timed out or was aborted", retryable: true };
   }
-  const cause = error?.cause?.code ? ` (${error.cause.code})` : "";
+  const why = error?.cause?.code ?? error?.cause?.message;
+  const cause = why ? ` (${why})` : "";
   return { error: `${error instanceof Error ? error.message : "Unknown error"}${cause}` };
 }
 

@@ -16,9 +16,75 @@ export declare class CancelToken {
   get cancelled(): boolean
 }
 
+export declare class NativeDiskStore {
+  constructor(root: string)
+  get root(): string
+  /** The run's directory (`<root>/<runId>-<sha256(runId)[..10]>`). */
+  runDir(runId: string): string
+  load(runId: string): Promise<Array<string>>
+  append(runId: string, data: string): Promise<void>
+  acquire(runId: string): Promise<void>
+  release(runId: string): Promise<void>
+  close(runId: string): Promise<void>
+  list(): Promise<Array<string>>
+}
+
+export declare class NativeRun {
+  constructor()
+  /** Aborts the run: the model call is dropped and running tools are killed. */
+  cancel(): void
+  /**
+   * Runs the agent described by `agentJson` with `optionsJson`. `dispatch` receives JSON
+   * messages `{k: "event" | "model" | "tool" | "abortTool" | "policy" | "output", …}`.
+   */
+  start(agentJson: string, optionsJson: string, dispatch: JsPolicyFn): Promise<BindingRunOutcome>
+}
+
+export declare class NativeSandbox {
+  constructor(options: BindingSandboxOptions)
+  /** The canonical workspace directory. */
+  get root(): string
+  /**
+   * The canonical absolute path of `path` (relative to the workspace); throws
+   * `cave_workspace_escape` outside it.
+   */
+  resolve(path: string): string
+  /**
+   * Runs `/bin/sh -c command`; each stream comes back through `middleTruncate` at
+   * `maxOutputLength` UTF-16 code units (only a head and a tail are ever held).
+   */
+  exec(command: string, timeoutMs?: number | undefined | null, cwd?: string | undefined | null, maxOutputLength?: number | undefined | null, cancel?: CancelToken | undefined | null): Promise<BindingExecResult>
+  readFile(path: string): Promise<string>
+  writeFile(path: string, content: string): Promise<void>
+  readDir(path: string): Promise<Array<string>>
+  stat(path: string): Promise<BindingStat>
+  deleteFile(path: string): Promise<void>
+  rename(from: string, to: string): Promise<void>
+  /**
+   * The `Read` tool: JSON `{kind:"missing"}`, `{kind:"too_large",total_lines}`,
+   * `{type:"directory",entries,count}` or `{type:"text",content,lines,total_lines,nul_in_head,size}`.
+   */
+  read(path: string, options: BindingReadOptions): Promise<string>
+  /**
+   * A real glob (no cap) under `dir` (default: the workspace). JSON
+   * `{matches: ["<dir>/<rel>", …] newest first, stopped}`; throws `ENOENT`/`ENOTDIR` for a bad
+   * directory and `cave_glob_pattern` for a bad pattern.
+   */
+  glob(pattern: string, dir?: string | undefined | null, timeoutMs?: number | undefined | null, cancel?: CancelToken | undefined | null): Promise<string>
+  /**
+   * Grep's engine. `optionsJson`: `{pattern, path?, glob?, type?, output_mode?, i?, multiline?,
+   * before?, after?, offset?, head_limit?, max_line_length?, timeout_ms?}`. Returns bashkit's
+   * output object as JSON (plus `stopped`); throws `cave_grep_regex` / `cave_grep_glob` /
+   * `cave_grep_type` and errno codes for a missing path.
+   */
+  grep(optionsJson: string, cancel?: CancelToken | undefined | null): Promise<string>
+}
+
 export declare class NativeShellTools {
   /** Throws `cave_shell_tool_unknown:<name>` / `cave_shell_tool_duplicate:<name>` with that code. */
   constructor(options: BindingShellToolsOptions)
+  /** The id the kernel uses to run these tools natively. */
+  get id(): number
   specs(): Array<BindingToolSpec>
   /** Runs one tool off the JS thread. `inputJson` is the tool input as JSON text. */
   execute(name: string, inputJson: string, cancel?: CancelToken | undefined | null): Promise<BindingToolResult>
@@ -35,11 +101,69 @@ export interface BindingDecision {
   cause?: string
 }
 
+export interface BindingExecResult {
+  stdout: string
+  stderr: string
+  exitCode: number
+  durationMs: number
+  interrupted: boolean
+  timedOut: boolean
+  aborted: boolean
+  /** A stream went over `maxOutputLength` and was middle-truncated. */
+  truncated: boolean
+}
+
+/**
+ * Process-wide kernel counters (profiling, `bench/kernel.mjs`): model calls and the time spent
+ * waiting for the transport, executed tool calls and the time spent executing them. Nanosecond
+ * totals are numbers (exact up to 2^53 ns, about 104 days).
+ */
+export interface BindingKernelStats {
+  modelCalls: number
+  modelWaitNs: number
+  toolCalls: number
+  toolExecNs: number
+}
+
+export interface BindingReadOptions {
+  offset?: number
+  limit?: number
+  maxLinesWithoutLimit: number
+  maxLineLength: number
+  maxOutputLength: number
+}
+
+/**
+ * How a run ended: `phase` is `"options"` (invalid options: throw a plain Error before the
+ * run), `"run"` (a run error: `message` and `receiptJson`), or `"done"` (`resultJson`).
+ */
+export interface BindingRunOutcome {
+  phase: string
+  code?: string
+  message?: string
+  receiptJson?: string
+  resultJson?: string
+}
+
+export interface BindingSandboxOptions {
+  /** The workspace directory (must exist). */
+  workspace: string
+  /** Variables added to the allow-listed environment commands see. */
+  env?: Record<string, string>
+}
+
 export interface BindingShellToolsOptions {
   workspace: string
   tools?: Array<string>
   /** Tool name → cap in bytes. */
   outputCaps?: Record<string, number>
+}
+
+export interface BindingStat {
+  exists: boolean
+  isDirectory: boolean
+  isFile: boolean
+  size: number
 }
 
 /**
@@ -70,6 +194,8 @@ export declare function decideToolCallNative(policy: JsPolicyFn, inputJson: stri
 
 /** `(inputJson: string) => string | Promise<string>` */
 export type JsPolicyFn = ((arg: string) => Promise<string> | string)
+
+export declare function kernelStats(): BindingKernelStats
 
 /** `TOOL_POLICY_TIMEOUT_MS` of the reference: 10,000 ms. */
 export declare const TOOL_POLICY_TIMEOUT_MS: number

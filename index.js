@@ -836,6 +836,10 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.CancelToken = nativeBinding.CancelToken
+module.exports.NativeDiskStore = nativeBinding.NativeDiskStore
+module.exports.NativeRun = nativeBinding.NativeRun
+module.exports.NativeSandbox = nativeBinding.NativeSandbox
 module.exports.NativeShellTools = nativeBinding.NativeShellTools
 module.exports.decideToolCallNative = nativeBinding.decideToolCallNative
+module.exports.kernelStats = nativeBinding.kernelStats
 module.exports.TOOL_POLICY_TIMEOUT_MS = nativeBinding.TOOL_POLICY_TIMEOUT_MS

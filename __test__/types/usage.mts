@@ -1,0 +1,37 @@
+// Compiled by types.test.mjs with `tsc --noEmit`: the seed's code must type-check as written.
+import { agent, auto, run, stream, shellTools, decideToolCall, tool, schema, subagent, output, CavemanRunError, TOOL_POLICY_TIMEOUT_MS, DiskDurableStore } from "knap";
+import type { ToolCallPolicy, RunResult, RunOptions } from "knap";
+import { fauxModel, scriptedStream } from "knap/testing";
+
+declare const process: { cwd(): string };
+import { SqlDurableStore } from "knap/durable";
+
+const reviewer = agent({
+  id: "reviewer",
+  instructions: "Read the workspace and explain what changed.",
+  model: auto(),
+  sandbox: "host",
+  tools: shellTools({ workspace: process.cwd(), tools: ["bash", "read_file", "read_tool_output"] }),
+});
+
+export async function main(): Promise<void> {
+  await run(reviewer, "count the lines in notes.txt");
+  await run(reviewer, "count the lines", {
+    toolPolicy: ({ name, effect, agentPath }) => (effect === "write" ? { deny: "read_only_review" } : undefined),
+  });
+  const policy: ToolCallPolicy = () => undefined;
+  const decision = await decideToolCall(policy, {
+    runId: "r1", agentId: "reviewer", agentPath: [], toolCallId: "c1",
+    name: "write_file", effect: "write", args: { path: "out.txt" },
+  });
+  console.log(decision?.reason, TOOL_POLICY_TIMEOUT_MS);
+  const lookup = tool({ name: "lookup", description: "d", input: schema.object({ q: schema.string(), n: schema.optional(schema.integer()) }), effect: "read", execute: async ({ q }: { q: string }) => q });
+  const child = agent({ id: "child", instructions: "c", model: "anthropic/claude-haiku-4-5", tools: [lookup] });
+  const parent = agent({ id: "parent", instructions: "p", model: auto(), tools: [subagent({ name: "delegate", description: "d", agent: child })], output: output({ maxTokens: 100 }) });
+  const options: RunOptions = { model: fauxModel({ priced: true }), streamFn: scriptedStream([{ text: "hi" }]), budget: { maxUsd: 1 }, durable: { runId: "r-1", store: new DiskDurableStore("/tmp/x") } };
+  const result: RunResult = await run(parent, "go", options);
+  console.log(result.receipt.tools.map((t) => t.denied ?? 0), result.stopReason);
+  for await (const e of stream(parent, "go", options)) if (e.type === "run_error") console.log(e.code);
+  try { await run(parent, "go"); } catch (error) { if (error instanceof CavemanRunError) console.log(error.code, error.receipt.calls.length); }
+  console.log(SqlDurableStore.schema("sqlite"));
+}

@@ -31,6 +31,8 @@ export declare class NativeDiskStore {
 
 export declare class NativeRun {
   constructor()
+  /** Answers request `id` (a model turn or a JS tool call): `ok` with its text, or the error message. */
+  reply(id: number, ok: boolean, text: string): void
   /** Aborts the run: the model call is dropped and running tools are killed. */
   cancel(): void
   /**

@@ -35,7 +35,8 @@ export function errorCode(message) {
 
 /** Runs `definition` to completion. */
 export async function run(definition, input, options = {}) {
-  for await (const event of stream(definition, input, options)) {
+  // run() reads only the terminal event, so the kernel skips the `pi` events altogether.
+  for await (const event of startRun(definition, input, options, true)) {
     if (event.type === "run_end") return event.result;
     if (event.type === "run_error") throw new CavemanRunError(event.code, event.message, event.receipt);
   }
@@ -157,6 +158,10 @@ const CACHE_RETENTIONS = new Set(["none", "short", "long"]);
  * throw; `run()` turns it into a rejection); the other option errors come from the first `next()`.
  */
 export function stream(definition, input, options = {}) {
+  return startRun(definition, input, options, false);
+}
+
+function startRun(definition, input, options, quiet) {
   options = options ?? {};
   for (const key of INTERNAL_OPTIONS) {
     if (key in options) {
@@ -165,10 +170,10 @@ export function stream(definition, input, options = {}) {
   }
   if (definition?.kind !== "agent") throw new Error("caveman agent: run needs an agent() definition");
   const content = userContent(input);
-  return runEvents(definition, content, options);
+  return runEvents(definition, content, options, quiet);
 }
 
-async function* runEvents(definition, content, options) {
+async function* runEvents(definition, content, options, quiet) {
   if (options.cacheRetention !== undefined && !CACHE_RETENTIONS.has(options.cacheRetention)) {
     throw new Error(`cave_cache_retention_invalid: cacheRetention must be "none", "short" or "long", got ${JSON.stringify(options.cacheRetention)}`);
   }
@@ -236,14 +241,25 @@ async function* runEvents(definition, content, options) {
       case "policy":
         return policy(JSON.stringify(msg.input));
       case "model":
-        return callKernelModel(msg);
+        return answer(msg.reply, callKernelModel(msg));
       case "tool":
-        return callKernelTool(msg);
+        return answer(msg.reply, callKernelTool(msg));
       case "store":
         return storeDispatch(msg);
       default:
         return "";
     }
+  };
+
+  // A request with a `reply` id is answered through nativeRun.reply() (one hop back to Rust);
+  // without one, the returned Promise is the answer.
+  const answer = (id, promise) => {
+    if (id === undefined) return promise;
+    promise.then(
+      (text) => nativeRun.reply(id, true, text),
+      (error) => nativeRun.reply(id, false, error instanceof Error ? error.message : String(error)),
+    );
+    return "";
   };
 
   const callKernelModel = async (msg) => {
@@ -259,7 +275,7 @@ async function* runEvents(definition, content, options) {
     if (msg.reasoning && msg.reasoning !== "off") callOptions.reasoning = msg.reasoning;
     if (options.cacheRetention !== undefined) callOptions.cacheRetention = options.cacheRetention;
     const context = { systemPrompt: conv.systemPrompt, messages: conv.messages.slice(), tools: conv.tools };
-    const onEvent = msg.conversation === 1 ? (event) => push({ type: "pi", runId, event }) : undefined;
+    const onEvent = !quiet && msg.conversation === 1 ? (event) => push({ type: "pi", runId, event }) : undefined;
     const message = await callModel({ model, context, options: callOptions, streamFn, onEvent });
     return JSON.stringify(message);
   };
@@ -298,6 +314,7 @@ async function* runEvents(definition, content, options) {
     breakers: options.breakers,
     maxCostUsd: options.maxCostUsd,
     hasPolicy: Boolean(policy),
+    quiet,
     input: content,
     durable: durableSpec,
   };

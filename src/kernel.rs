@@ -2,7 +2,9 @@
 //! (model turns, user tools, the policy, events, `onOutput`) goes through one weak threadsafe
 //! function, the run's dispatcher, so events and calls reach JS in the order Rust made them.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use knap_core::exec::BoxFuture;
 use knap_core::kernel::host::{Host, HostToolCall, ModelCall};
@@ -35,11 +37,45 @@ pub struct BindingRunOutcome {
 struct JsHost {
   dispatch: Arc<JsPolicyFn>,
   policy: Option<Arc<dyn ToolPolicy>>,
+  /// Model turns and JS tools answer through `NativeRun.reply` rather than a returned Promise:
+  /// one thread hop each way instead of three (call, returned Promise, its settlement).
+  replies: Option<Arc<Replies>>,
+}
+
+/// Requests waiting for `NativeRun.reply(id, ok, text)`.
+#[derive(Default)]
+struct Replies {
+  next: AtomicU32,
+  waiting: Mutex<HashMap<u32, tokio::sync::oneshot::Sender<std::result::Result<String, String>>>>,
+}
+
+impl Replies {
+  fn settle(&self, id: u32, answer: std::result::Result<String, String>) {
+    let sender = self.waiting.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+    if let Some(sender) = sender {
+      // The run may have stopped waiting (abort); the answer is then dropped.
+      let _ = sender.send(answer);
+    }
+  }
 }
 
 impl JsHost {
   fn send(&self, msg: Value) {
     let _ = self.dispatch.call(msg.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
+  }
+
+  /// Sends `msg` with a `reply` id; JS answers with `NativeRun.reply(id, ok, text)`.
+  fn request(&self, mut msg: Value) -> BoxFuture<std::result::Result<String, String>> {
+    let Some(replies) = self.replies.clone() else { return self.ask(msg) };
+    let id = replies.next.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    replies.waiting.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
+    msg["reply"] = json!(id);
+    let status = self.dispatch.call(msg.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
+    if status != Status::Ok {
+      replies.settle(id, Err(format!("cave_internal: the run's dispatcher is closed ({status})")));
+    }
+    Box::pin(async move { rx.await.unwrap_or_else(|_| Err("cave_internal: the request was dropped".into())) })
   }
 
   fn ask(&self, msg: Value) -> BoxFuture<std::result::Result<String, String>> {
@@ -61,7 +97,7 @@ impl Host for JsHost {
   }
 
   fn model_call(&self, call: ModelCall) -> BoxFuture<std::result::Result<Value, String>> {
-    let reply = self.ask(json!({
+    let reply = self.request(json!({
       "k": "model", "conversation": call.conversation, "modelKey": call.model_key, "append": call.append,
       "systemPrompt": call.system_prompt, "tools": call.tools, "maxTokens": call.max_tokens, "reasoning": call.reasoning
     }));
@@ -72,7 +108,7 @@ impl Host for JsHost {
   }
 
   fn tool_call(&self, call: HostToolCall) -> BoxFuture<std::result::Result<String, String>> {
-    self.ask(json!({
+    self.request(json!({
       "k": "tool", "callId": call.call_id, "key": call.key, "args": call.args,
       "toolCallId": call.tool_call_id, "parentToolCallId": call.parent_tool_call_id,
       "durable": call.durable.map(|(key, resumed)| json!({"idempotencyKey": key, "resumed": resumed}))
@@ -120,7 +156,7 @@ struct JsStore {
 
 impl JsStore {
   fn op(&self, op: &'static str, run_id: &str, data: Option<String>) -> BoxFuture<std::result::Result<String, DurableError>> {
-    let host = JsHost { dispatch: self.dispatch.clone(), policy: None };
+    let host = JsHost { dispatch: self.dispatch.clone(), policy: None, replies: None };
     let reply = host.ask(json!({"k": "store", "op": op, "runId": run_id, "data": data}));
     Box::pin(async move {
       reply.await.map_err(|message| {
@@ -169,13 +205,20 @@ impl DurableStore for JsStore {
 #[napi]
 pub struct NativeRun {
   cancel: CancellationToken,
+  replies: Arc<Replies>,
 }
 
 #[napi]
 impl NativeRun {
   #[napi(constructor)]
   pub fn new() -> Self {
-    Self { cancel: CancellationToken::new() }
+    Self { cancel: CancellationToken::new(), replies: Arc::new(Replies::default()) }
+  }
+
+  /// Answers request `id` (a model turn or a JS tool call): `ok` with its text, or the error message.
+  #[napi]
+  pub fn reply(&self, id: u32, ok: bool, text: String) {
+    self.replies.settle(id, if ok { Ok(text) } else { Err(text) });
   }
 
   /// Aborts the run: the model call is dropped and running tools are killed.
@@ -223,7 +266,7 @@ impl NativeRun {
       let agent_value: Value = serde_json::from_str(&agent_json).unwrap_or_default();
       DurableSetup { store, definition_sha256: definition_sha256(&agent_value), input: d.input, session_id: d.session_id }
     });
-    let host = Arc::new(JsHost { dispatch, policy });
+    let host = Arc::new(JsHost { dispatch, policy, replies: Some(self.replies.clone()) });
     match run_agent(host, agent, prepared, self.cancel.clone(), durable).await {
       Err(f) if f.pre_run => BindingRunOutcome {
         phase: "options".into(),
@@ -253,5 +296,27 @@ impl NativeRun {
 impl Default for NativeRun {
   fn default() -> Self {
     Self::new()
+  }
+}
+
+/// Process-wide kernel counters (profiling, `bench/kernel.mjs`): model calls and the time spent
+/// waiting for the transport, executed tool calls and the time spent executing them. Nanosecond
+/// totals are numbers (exact up to 2^53 ns, about 104 days).
+#[napi(object)]
+pub struct BindingKernelStats {
+  pub model_calls: f64,
+  pub model_wait_ns: f64,
+  pub tool_calls: f64,
+  pub tool_exec_ns: f64,
+}
+
+#[napi]
+pub fn kernel_stats() -> BindingKernelStats {
+  let s = knap_core::kernel::stats::snapshot();
+  BindingKernelStats {
+    model_calls: s.model_calls as f64,
+    model_wait_ns: s.model_wait_ns as f64,
+    tool_calls: s.tool_calls as f64,
+    tool_exec_ns: s.tool_exec_ns as f64,
   }
 }

@@ -9,6 +9,7 @@ mod journaling;
 mod run;
 pub mod schema;
 pub mod spec;
+pub mod stats;
 
 pub use journaling::error_code;
 pub use run::{definition_sha256, run_agent, DurableSetup, Prepared, RunFailure};

@@ -74,6 +74,8 @@ struct Shared {
   next_conversation: AtomicU64,
   next_call: AtomicU64,
   durable: Option<Arc<DurableRun>>,
+  /// No `pi` events (a `run()`, which reads only `run_end` / `run_error`).
+  quiet: bool,
 }
 
 fn now_ms() -> u64 {
@@ -147,6 +149,7 @@ pub async fn run_agent(
     next_conversation: AtomicU64::new(1),
     next_call: AtomicU64::new(1),
     durable: durable_run.clone(),
+    quiet: options.quiet,
   });
   shared.host.emit(json!({"type": "run_start", "runId": run_id, "agentId": agent.id}));
   let mut level = Level::new(shared.clone(), Arc::new(agent), run_id.clone(), Vec::new(), String::new(), 0, meter, true);
@@ -466,8 +469,14 @@ impl Level {
     Ok(())
   }
 
+  /// Whether `pi` events go out: the root level of a `stream()`. Call sites building a large
+  /// event (messages, results) check this first so a `run()` does not serialize them at all.
+  fn pi_on(&self) -> bool {
+    self.root && !self.shared.quiet
+  }
+
   fn emit_pi(&self, event: Value) {
-    if self.root {
+    if self.pi_on() {
       self.shared.host.emit(json!({"type": "pi", "runId": self.run_id, "event": event}));
     }
   }
@@ -556,8 +565,10 @@ impl Level {
     self.turn_open = true;
     if self.pending.is_empty() {
       let user = json!({"role": "user", "content": input, "timestamp": now_ms()});
-      self.emit_pi(json!({"type": "message_start", "message": user}));
-      self.emit_pi(json!({"type": "message_end", "message": user}));
+      if self.pi_on() {
+        self.emit_pi(json!({"type": "message_start", "message": user}));
+        self.emit_pi(json!({"type": "message_end", "message": user}));
+      }
       self.push_message(user);
     }
 
@@ -570,12 +581,16 @@ impl Level {
         .unwrap_or_default();
       if calls.is_empty() {
         self.journal_turn().await?;
-        self.emit_pi(json!({"type": "turn_end", "message": message, "toolResults": []}));
+        if self.pi_on() {
+          self.emit_pi(json!({"type": "turn_end", "message": message, "toolResults": []}));
+        }
         break;
       }
       let results = self.run_tool_calls(&calls).await?;
       self.journal_turn().await?;
-      self.emit_pi(json!({"type": "turn_end", "message": message, "toolResults": results}));
+      if self.pi_on() {
+        self.emit_pi(json!({"type": "turn_end", "message": message, "toolResults": results}));
+      }
       self.check_no_progress(&message);
     }
     if let (true, Some(d)) = (self.root, self.durable()) {
@@ -652,10 +667,12 @@ impl Level {
       reasoning: self.agent.reasoning.clone(),
     };
     let cancel = self.shared.cancel.clone();
+    let asked = Instant::now();
     let reply = tokio::select! {
       r = self.shared.host.model_call(call) => r,
       _ = cancel.cancelled() => return Err(self.fail("cave_run_aborted: the run was aborted")),
     };
+    super::stats::model_call(asked.elapsed());
     let message = match reply {
       Ok(m) => m,
       Err(e) => {
@@ -741,7 +758,9 @@ impl Level {
         let name = call_name(call).to_string();
         let id = call.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
         let args = call.get("arguments").cloned().unwrap_or(Value::Null);
-        self.emit_pi(json!({"type": "tool_execution_start", "toolCallId": id, "toolName": name, "args": args}));
+        if self.pi_on() {
+          self.emit_pi(json!({"type": "tool_execution_start", "toolCallId": id, "toolName": name, "args": args}));
+        }
         self.receipt.record_call(&name);
         self.tool_names.push(name.clone());
         self.tool_budget_count += 1;
@@ -794,7 +813,12 @@ impl Level {
               }
             }
           };
-          Some(async move { (k, future.await) })
+          Some(async move {
+            let started = Instant::now();
+            let out = future.await;
+            super::stats::tool_call(started.elapsed());
+            (k, out)
+          })
         })
         .collect();
       while let Some((k, out)) = futures::StreamExt::next(&mut running).await {
@@ -820,8 +844,10 @@ impl Level {
           "role": "toolResult", "toolCallId": id, "toolName": name, "content": result["content"],
           "details": result["details"], "isError": out.is_error, "timestamp": now_ms()
         });
-        self.emit_pi(json!({"type": "message_start", "message": message}));
-        self.emit_pi(json!({"type": "message_end", "message": message}));
+        if self.pi_on() {
+          self.emit_pi(json!({"type": "message_start", "message": message}));
+          self.emit_pi(json!({"type": "message_end", "message": message}));
+        }
         self.push_message(message.clone());
         results.push(message);
       }
@@ -845,7 +871,7 @@ impl Level {
   }
 
   fn emit_tool_end(&self, id: &str, name: &str, out: &Executed) {
-    if self.root {
+    if self.pi_on() {
       let result = self.tool_result(name, out);
       self.emit_pi(json!({"type": "tool_execution_end", "toolCallId": id, "toolName": name, "result": result, "isError": out.is_error}));
     }

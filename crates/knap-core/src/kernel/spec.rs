@@ -137,6 +137,9 @@ pub struct RunOptionsSpec {
   pub max_cost_usd: Option<f64>,
   #[serde(default)]
   pub has_policy: bool,
+  /// `run()` reads only the terminal event: skip the `{type:"pi"}` events (and building them).
+  #[serde(default)]
+  pub quiet: bool,
   /// The user message's content parts (`[{type:"text",text}]`, images).
   pub input: Value,
 }

@@ -132,36 +132,39 @@ export class SqlDurableStore {
     });
   }
 
-  async #proveLease(runId) {
-    const lost = this.#lost.get(runId);
-    if (lost) throw lost;
-    const lease = this.#leases.get(runId);
-    if (!lease) return;
-    const rows = await this.#query(`SELECT owner FROM ${this.#table}_leases WHERE run_id = ? AND owner = ?`, [runId, lease.owner]);
-    if (rows.length === 0) {
-      const error = codedError("cave_durable_run_lock_lost", `cave_durable_run_lock_lost: run "${runId}" is no longer held by this process`);
-      this.#lost.set(runId, error);
-      throw error;
-    }
+  #lockLost(runId) {
+    const error = codedError("cave_durable_run_lock_lost", `cave_durable_run_lock_lost: run "${runId}" is no longer held by this process`);
+    this.#lost.set(runId, error);
+    return error;
   }
 
   async append(runId, data) {
-    await this.#proveLease(runId);
+    const lost = this.#lost.get(runId);
+    if (lost) throw lost;
+    const lease = this.#leases.get(runId);
     const lines = String(data).split("\n").filter((line) => line !== "");
     const [{ total = 0 } = {}] = await this.#query(`SELECT COALESCE(SUM(LENGTH(line)), 0) AS total FROM ${this.#table} WHERE run_id = ?`, [runId]);
     if (Number(total) + data.length > MAX_JOURNAL_BYTES) throw codedError("cave_durable_journal_limit", "cave_durable_journal_limit");
+    // The lease is proven by the insert itself (a row is written only while this instance's lease
+    // row exists; Postgres share-locks it, so a takeover waits for the insert), not by an earlier
+    // read that a takeover could slip past.
+    const next = `(SELECT COALESCE(MAX(seq), 0) + 1 FROM ${this.#table} WHERE run_id = ?)`;
+    const held = lease
+      ? ` WHERE EXISTS (SELECT 1 FROM ${this.#table}_leases WHERE run_id = ? AND owner = ?${this.#dialect === "postgres" ? " FOR SHARE" : ""})`
+      : "";
+    const insert = `INSERT INTO ${this.#table} (run_id, seq, line) SELECT ?, ${next}, ?${held} RETURNING seq`;
     for (const line of lines) {
       for (let attempt = 0; ; attempt++) {
+        let rows;
         try {
-          await this.#query(
-            `INSERT INTO ${this.#table} (run_id, seq, line) SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM ${this.#table} WHERE run_id = ?`,
-            [runId, line, runId],
-          );
-          break;
+          rows = await this.#query(insert, lease ? [runId, runId, line, runId, lease.owner] : [runId, runId, line]);
         } catch (error) {
           if (!isDuplicateKey(error) || attempt + 1 >= APPEND_RETRIES) throw error;
           await new Promise((resolve) => setTimeout(resolve, Math.random() * 4 * (attempt + 1)));
+          continue;
         }
+        if (rows.length === 0) throw this.#lockLost(runId);
+        break;
       }
     }
   }

@@ -129,49 +129,70 @@ impl DiskStore {
     f.sync_data().map_err(|e| io_error("cave_durable_store_failed", "fdatasync", &e))
   }
 
+  /// Takes the run's lock: `lock.d/owner.json` naming this pid. Of several contenders, exactly
+  /// one wins, stale locks of dead owners included: every knap contender checks and changes
+  /// `lock.d` only while holding an exclusive `flock` on `lock.mutex` (released by the kernel if
+  /// the holder dies, so it can never go stale itself), and a new `lock.d` appears complete, by
+  /// renaming a directory that already holds `owner.json` into place.
   pub fn acquire_sync(&self, run_id: &str) -> Result<(), DurableError> {
     Self::check(run_id)?;
     let dir = self.ensure_dir(run_id)?;
     let lock = dir.join("lock.d");
-    for _ in 0..2 {
-      match fs::DirBuilder::new().mode(0o700).create(&lock) {
-        Ok(()) => {
-          let owner = format!("{{\"pid\":{}}}", std::process::id());
-          let written = OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .mode(0o600)
-            .open(lock.join("owner.json"))
-            .and_then(|mut f| f.write_all(owner.as_bytes()).and_then(|_| f.sync_all()));
-          if let Err(e) = written {
-            let _ = fs::remove_dir_all(&lock);
-            return Err(io_error("cave_durable_store_failed", "write lock owner", &e));
-          }
-          return Ok(());
+    let _mutex = LockMutex::take(&dir)?;
+    remove_leftover_temp_dirs(&dir);
+    if fs::symlink_metadata(&lock).is_ok() {
+      if !owner_is_dead(&lock) {
+        return Err(locked_error(run_id));
+      }
+      // Move the stale lock aside (atomic), then delete it.
+      let n = REAP_COUNTER.fetch_add(1, Ordering::Relaxed);
+      let aside = dir.join(format!("lock.reaped-{}-{n}", std::process::id()));
+      fs::rename(&lock, &aside).map_err(|_| locked_error(run_id))?;
+      let _ = fs::remove_dir_all(&aside);
+    }
+    let n = REAP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!("lock.tmp-{}-{n}", std::process::id()));
+    let owner = format!("{{\"pid\":{}}}", std::process::id());
+    let staged = fs::DirBuilder::new().mode(0o700).create(&tmp).and_then(|_| {
+      OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .open(tmp.join("owner.json"))
+        .and_then(|mut f| f.write_all(owner.as_bytes()).and_then(|_| f.sync_all()))
+    });
+    if let Err(e) = staged {
+      let _ = fs::remove_dir_all(&tmp);
+      return Err(io_error("cave_durable_store_failed", "write lock owner", &e));
+    }
+    match fs::rename(&tmp, &lock) {
+      Ok(()) => Ok(()),
+      Err(e) => {
+        let _ = fs::remove_dir_all(&tmp);
+        // Someone outside the mutex (another implementation) created lock.d meanwhile.
+        if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) {
+          Err(locked_error(run_id))
+        } else {
+          Err(io_error("cave_durable_store_failed", "install lock", &e))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-          if !owner_is_dead(&lock) {
-            return Err(locked_error(run_id));
-          }
-          // Move the stale lock aside atomically: of several contenders exactly one renames it.
-          let n = REAP_COUNTER.fetch_add(1, Ordering::Relaxed);
-          let aside = dir.join(format!("lock.reaped-{}-{n}", std::process::id()));
-          if fs::rename(&lock, &aside).is_err() {
-            return Err(locked_error(run_id));
-          }
-          let _ = fs::remove_dir_all(&aside);
-        }
-        Err(e) => return Err(io_error("cave_durable_store_failed", "mkdir lock", &e)),
       }
     }
-    Err(locked_error(run_id))
   }
 
+  /// Gives the lock back if this process owns it (moved aside atomically, then deleted).
   pub fn release_sync(&self, run_id: &str) -> Result<(), DurableError> {
     Self::check(run_id)?;
-    let lock = self.run_dir(run_id).join("lock.d");
+    let dir = self.run_dir(run_id);
+    let lock = dir.join("lock.d");
+    if owner_pid(&lock) != Some(std::process::id() as i64) {
+      return Ok(());
+    }
+    let _mutex = LockMutex::take(&dir)?;
     if owner_pid(&lock) == Some(std::process::id() as i64) {
-      fs::remove_dir_all(&lock).map_err(|e| io_error("cave_durable_store_failed", "remove lock", &e))?;
+      let n = REAP_COUNTER.fetch_add(1, Ordering::Relaxed);
+      let aside = dir.join(format!("lock.released-{}-{n}", std::process::id()));
+      fs::rename(&lock, &aside).map_err(|e| io_error("cave_durable_store_failed", "remove lock", &e))?;
+      let _ = fs::remove_dir_all(&aside);
     }
     Ok(())
   }
@@ -202,6 +223,49 @@ impl DiskStore {
     }
     ids.sort();
     Ok(ids)
+  }
+}
+
+/// An exclusive `flock` on `<runDir>/lock.mutex`, held while `lock.d` is checked or changed.
+struct LockMutex {
+  /// Closing the file releases the `flock`.
+  _held: File,
+}
+
+impl LockMutex {
+  fn take(dir: &Path) -> Result<Self, DurableError> {
+    use std::os::unix::io::AsRawFd;
+    let f = OpenOptions::new()
+      .create(true)
+      .truncate(false)
+      .read(true)
+      .write(true)
+      .mode(0o600)
+      .open(dir.join("lock.mutex"))
+      .map_err(|e| io_error("cave_durable_store_failed", "open lock mutex", &e))?;
+    loop {
+      // SAFETY: a valid fd owned by `f`.
+      if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+        return Ok(Self { _held: f });
+      }
+      let e = std::io::Error::last_os_error();
+      if e.kind() != std::io::ErrorKind::Interrupted {
+        return Err(io_error("cave_durable_store_failed", "flock lock mutex", &e));
+      }
+    }
+  }
+}
+
+/// `lock.tmp-*` (an acquire that died before installing), `lock.reaped-*` and `lock.released-*`
+/// left by a crash: garbage once the mutex is held, since they are only made under it.
+fn remove_leftover_temp_dirs(dir: &Path) {
+  let Ok(entries) = fs::read_dir(dir) else { return };
+  for entry in entries.flatten() {
+    let name = entry.file_name();
+    let name = name.to_string_lossy();
+    if name.starts_with("lock.tmp-") || name.starts_with("lock.reaped-") || name.starts_with("lock.released-") {
+      let _ = fs::remove_dir_all(entry.path());
+    }
   }
 }
 
@@ -303,6 +367,30 @@ mod tests {
     fs::create_dir_all(&lock).unwrap();
     fs::write(lock.join("owner.json"), "garbage").unwrap();
     assert_eq!(s.acquire_sync("r1").unwrap_err().code, "cave_durable_run_locked");
+  }
+
+  #[test]
+  fn stale_lock_takeover_has_exactly_one_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(DiskStore::new(dir.path()));
+    let lock = s.run_dir("r1").join("lock.d");
+    for round in 0..300 {
+      fs::create_dir_all(&lock).unwrap();
+      fs::write(lock.join("owner.json"), "{\"pid\":2147483000}").unwrap();
+      let gate = Arc::new(std::sync::Barrier::new(6));
+      let threads: Vec<_> = (0..6)
+        .map(|_| {
+          let (s, gate) = (s.clone(), gate.clone());
+          std::thread::spawn(move || {
+            gate.wait();
+            s.acquire_sync("r1").is_ok()
+          })
+        })
+        .collect();
+      let winners = threads.into_iter().map(|t| t.join().unwrap()).filter(|w| *w).count();
+      assert_eq!(winners, 1, "round {round}: {winners} contenders took the stale lock");
+      s.release_sync("r1").unwrap();
+    }
   }
 
   #[test]

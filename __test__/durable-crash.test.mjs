@@ -543,6 +543,8 @@ test("tools get context.durable {idempotencyKey, resumed} bound to runId, path, 
     assert.equal(intent.argsSha256, sha256(JSON.stringify(runs[i].args)), "digest of the canonical arguments");
     assert.equal(intent.idempotencyKey, `cave-${sha256(JSON.stringify(["ctx-1", "", intent.toolCallId, intent.name, intent.argsSha256]))}`);
   }
+  // run_started journals the caller's input literally.
+  assert.equal(journalEvents(store, "ctx-1")[0].input, "go");
   // Without durable, the context has no durable member.
   const side2 = path.join(ws.dir, "side2.jsonl");
   await run(scenarioAgent("short", side2), "go", scenarioOptions(side2, undefined));

@@ -170,10 +170,11 @@ function startRun(definition, input, options, quiet) {
   }
   if (definition?.kind !== "agent") throw new Error("caveman agent: run needs an agent() definition");
   const content = userContent(input);
-  return runEvents(definition, content, options, quiet);
+  return runEvents(definition, content, options, quiet, input);
 }
 
-async function* runEvents(definition, content, options, quiet) {
+// `input` is the caller's input as given: a durable run journals it literally (`run_started.input`).
+async function* runEvents(definition, content, options, quiet, input) {
   if (options.cacheRetention !== undefined && !CACHE_RETENTIONS.has(options.cacheRetention)) {
     throw new Error(`cave_cache_retention_invalid: cacheRetention must be "none", "short" or "long", got ${JSON.stringify(options.cacheRetention)}`);
   }

@@ -4,7 +4,7 @@
 // are the writes, deletions and moves carried out.
 import * as D from "./descriptions.mjs";
 import { s, toolSchema } from "./schema.mjs";
-import { sdkOptions, shellQuote } from "./tools.mjs";
+import { sdkOptions, shellQuote, withTimeout, timeoutFor } from "./tools.mjs";
 import { createPathPolicy } from "./paths.mjs";
 
 const BEGIN = "*** Begin Patch";
@@ -236,78 +236,79 @@ export function createPatchTool(env, config = {}) {
     description: D.PATCH,
     inputSchema: toolSchema(patchSchema),
     ...sdkOptions(config),
-    async execute({ patch }) {
-      const touched = [];
-      let wrote = false;
-      try {
-        const { hunks } = parsePatch(patch);
-        if (hunks.length === 0) return { error: "Patch contains no operations" };
-        if (policy) {
-          for (const h of hunks) {
-            for (const p of [h.path, h.movePath].filter(Boolean)) {
-              const a = env.abs(p);
-              if (a === null || !policy.allows(a)) return { error: `Path not allowed: ${p}` };
-            }
-          }
-        }
-        // Resolve everything against a virtual view first: nothing is written unless all applies.
-        const view = new Map(); // key → { path, content: string | null }
-        const keyOf = (p) => env.abs(p) ?? p;
-        const current = async (p) => {
-          const k = keyOf(p);
-          if (view.has(k)) return view.get(k).content;
-          if (!(await sb.fileExists(p)) || (await sb.isDirectory(p))) return null;
-          return sb.readFile(p);
-        };
-        const ops = [];
-        for (const h of hunks) {
-          if (h.type === "add") {
-            if (tooBig(h.content)) {
-              return { error: `File too large: ${h.path} (${Buffer.byteLength(h.content, "utf8")} bytes, max ${config.maxFileSize})` };
-            }
-            view.set(keyOf(h.path), { path: h.path, content: h.content });
-            ops.push({ status: "added", path: h.path });
-          } else if (h.type === "delete") {
-            if ((await current(h.path)) === null) return { error: `File not found for deletion: ${h.path}` };
-            view.set(keyOf(h.path), { path: h.path, content: null });
-            ops.push({ status: "deleted", path: h.path });
-          } else {
-            const original = await current(h.path);
-            if (original === null) return { error: `File not found: ${h.path}` };
-            const updated = applyChunks(original, h.chunks, h.path);
-            if (tooBig(updated)) {
-              return {
-                error: `File too large after patch: ${h.path} (${Buffer.byteLength(updated, "utf8")} bytes, max ${config.maxFileSize})`,
-              };
-            }
-            if (h.movePath && keyOf(h.movePath) !== keyOf(h.path)) {
-              if ((await current(h.movePath)) !== null) return { error: `Move target already exists: ${h.movePath}` };
-              view.set(keyOf(h.path), { path: h.path, content: null });
-              view.set(keyOf(h.movePath), { path: h.movePath, content: updated });
-              ops.push({ status: "modified", path: h.movePath });
-            } else {
-              view.set(keyOf(h.path), { path: h.path, content: updated });
-              ops.push({ status: "modified", path: h.path });
-            }
-          }
-        }
-        // Carry out the final state of every touched path.
-        wrote = true;
-        for (const [key, { path, content }] of view) {
-          touched.push(key);
-          if (content === null) {
-            if ((await sb.fileExists(path)) && !(await sb.isDirectory(path))) await remove(path);
-          } else {
-            await sb.writeFile(path, content);
-          }
-        }
-        const message = ops.length === 1 ? `Successfully patched ${ops[0].path}` : `Successfully patched ${ops.length} files`;
-        return { message, files: ops };
-      } catch (error) {
-        return { error: error instanceof Error ? error.message : "Unknown error" };
-      } finally {
-        if (wrote) env.log?.invalidate(touched.filter((k) => k.startsWith("/")));
-      }
-    },
+    execute: ({ patch }) => withTimeout(timeoutFor(env, config), "Patch", () => applyPatch(patch)),
   };
+  async function applyPatch(patch) {
+    const touched = [];
+    let wrote = false;
+    try {
+      const { hunks } = parsePatch(patch);
+      if (hunks.length === 0) return { error: "Patch contains no operations" };
+      if (policy) {
+        for (const h of hunks) {
+          for (const p of [h.path, h.movePath].filter(Boolean)) {
+            const a = env.abs(p);
+            if (a === null || !policy.allows(a)) return { error: `Path not allowed: ${p}` };
+          }
+        }
+      }
+      // Resolve everything against a virtual view first: nothing is written unless all applies.
+      const view = new Map(); // key → { path, content: string | null }
+      const keyOf = (p) => env.abs(p) ?? p;
+      const current = async (p) => {
+        const k = keyOf(p);
+        if (view.has(k)) return view.get(k).content;
+        if (!(await sb.fileExists(p)) || (await sb.isDirectory(p))) return null;
+        return sb.readFile(p);
+      };
+      const ops = [];
+      for (const h of hunks) {
+        if (h.type === "add") {
+          if (tooBig(h.content)) {
+            return { error: `File too large: ${h.path} (${Buffer.byteLength(h.content, "utf8")} bytes, max ${config.maxFileSize})` };
+          }
+          view.set(keyOf(h.path), { path: h.path, content: h.content });
+          ops.push({ status: "added", path: h.path });
+        } else if (h.type === "delete") {
+          if ((await current(h.path)) === null) return { error: `File not found for deletion: ${h.path}` };
+          view.set(keyOf(h.path), { path: h.path, content: null });
+          ops.push({ status: "deleted", path: h.path });
+        } else {
+          const original = await current(h.path);
+          if (original === null) return { error: `File not found: ${h.path}` };
+          const updated = applyChunks(original, h.chunks, h.path);
+          if (tooBig(updated)) {
+            return {
+              error: `File too large after patch: ${h.path} (${Buffer.byteLength(updated, "utf8")} bytes, max ${config.maxFileSize})`,
+            };
+          }
+          if (h.movePath && keyOf(h.movePath) !== keyOf(h.path)) {
+            if ((await current(h.movePath)) !== null) return { error: `Move target already exists: ${h.movePath}` };
+            view.set(keyOf(h.path), { path: h.path, content: null });
+            view.set(keyOf(h.movePath), { path: h.movePath, content: updated });
+            ops.push({ status: "modified", path: h.movePath });
+          } else {
+            view.set(keyOf(h.path), { path: h.path, content: updated });
+            ops.push({ status: "modified", path: h.path });
+          }
+        }
+      }
+      // Carry out the final state of every touched path.
+      wrote = true;
+      for (const [key, { path, content }] of view) {
+        touched.push(key);
+        if (content === null) {
+          if ((await sb.fileExists(path)) && !(await sb.isDirectory(path))) await remove(path);
+        } else {
+          await sb.writeFile(path, content);
+        }
+      }
+      const message = ops.length === 1 ? `Successfully patched ${ops[0].path}` : `Successfully patched ${ops.length} files`;
+      return { message, files: ops };
+    } catch (error) {
+      return { error: error instanceof Error ? error.message : "Unknown error" };
+    } finally {
+      if (wrote) env.log?.invalidate(touched.filter((k) => k.startsWith("/")));
+    }
+  }
 }

@@ -50,12 +50,12 @@ export function toolEnv(sandbox, knap, { defaultTimeout, log } = {}) {
   return { sandbox, knap, root, log, abs, defaultTimeout: defaultTimeout ?? DEFAULT_TIMEOUT_MS, bgCounter: { n: 0 } };
 }
 
-function timeoutFor(env, config) {
+export function timeoutFor(env, config) {
   return config?.timeout ?? env.defaultTimeout;
 }
 
 /** Runs `fn`, answering `{error}` if it takes longer than `ms`. */
-async function withTimeout(ms, name, fn) {
+export async function withTimeout(ms, name, fn) {
   if (!Number.isFinite(ms) || ms <= 0) return fn();
   let timer;
   const expired = new Promise((resolve) => {

@@ -234,6 +234,9 @@ impl<T> Collector<T> {
   }
 }
 
+/// First read per searched file; larger files continue with the searcher's own reads.
+const SEARCH_READ_BYTES: usize = 16 * 1024;
+
 /// Runs the search. `stop` ends it early (the result is then marked `stopped`).
 pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, SearchError> {
   let mut mb = RegexMatcherBuilder::new();
@@ -280,7 +283,11 @@ pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, Se
         matches: Vec::new(),
         pending_before: Vec::new(),
       };
-      if searcher.search_path(&matcher, entry.path(), &mut sink).is_err() || !sink.matched {
+      // `search_path` minus one syscall per file (its BOM sniffing reads 3 bytes first; through
+      // a small BufReader that read fetches a typical source file whole).
+      let searched = std::fs::File::open(entry.path())
+        .and_then(|file| searcher.search_reader(&matcher, std::io::BufReader::with_capacity(SEARCH_READ_BYTES, file), &mut sink));
+      if searched.is_err() || !sink.matched {
         return WalkState::Continue;
       }
       match req.mode {

@@ -92,11 +92,15 @@ test("cache: Write, Patch and Bash invalidate Read, Glob and Grep results they m
 test("cache: a result computed while a write was in flight is not served afterwards", async () => {
   const { ws, tools } = await setup({ "a.txt": "old\n" }, { cache: true });
   try {
-    // One step with Read and Bash(write) running concurrently.
-    const calls = [call("Bash", { command: "sleep 0.2; echo new > a.txt" }), call("Read", { file_path: "a.txt" })];
-    const { outputs } = await runTools(tools, calls);
-    assert.equal(outputs[1].content, "old\n");
-    assert.equal((await runTool(tools, "Read", { file_path: "a.txt" })).content, "new\n");
+    const o = { toolCallId: "x", messages: [] };
+    // Bash is in flight (waiting for the marker file) while Read runs and caches "old".
+    const bash = tools.Bash.execute({ command: "while [ ! -f go ]; do sleep 0.01; done; echo new > a.txt", timeout: 60000 }, o);
+    const read = await tools.Read.execute({ file_path: "a.txt", offset: null, limit: null }, o);
+    assert.equal(read.content, "old\n");
+    writeFileSync(join(ws.dir, "go"), "");
+    assert.equal((await bash).exit_code, 0);
+    assert.equal((await tools.Read.execute({ file_path: "a.txt", offset: null, limit: null }, o)).content, "new\n");
+    assert.deepEqual(tools.Read.getStats(), { hits: 0, misses: 2, hitRate: 0, size: 1 });
   } finally {
     ws.cleanup();
   }

@@ -122,7 +122,7 @@ test("Bash: run_in_background returns at once with a pid and a log file; destroy
     assert.match(out.stdout, /Started in the background \(pid \d+\)/);
     const log = out.background.output_file;
     let text = "";
-    for (let i = 0; i < 200 && !text.includes("started"); i++) {
+    for (let i = 0; i < 1000 && !text.includes("started"); i++) {
       text = existsSync(log) ? readFileSync(log, "utf8") : "";
       if (!text.includes("started")) await new Promise((r) => setTimeout(r, 10));
     }
@@ -131,7 +131,7 @@ test("Bash: run_in_background returns at once with a pid and a log file; destroy
     assert.equal(existsSync(`/proc/${pid}`), true, "still running after the tool returned");
     await sandbox.destroy();
     let gone = false;
-    for (let i = 0; i < 200 && !gone; i++) {
+    for (let i = 0; i < 1000 && !gone; i++) {
       gone = !existsSync(`/proc/${pid}`) || readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z");
       if (!gone) await new Promise((r) => setTimeout(r, 10));
     }

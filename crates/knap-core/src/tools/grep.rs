@@ -4,15 +4,14 @@
 //! matching lines per file (rg's `--max-count 200`). Output is rg's `path:line:text`, sorted by
 //! path so it is the same on every run, limited to the first 200 lines.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, SearcherBuilder, Sink, SinkMatch};
-use ignore::overrides::OverrideBuilder;
-use ignore::{WalkBuilder, WalkState};
+use ignore::WalkState;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -21,6 +20,7 @@ use super::{aborted, blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::{cap_tool_output, CapRequest, Direction};
 use crate::error::ToolError;
 use crate::limits::{GREP_MAX_MATCHES, GREP_TIMEOUT_MS, PROCESS_CAPTURE_MAX_BYTES};
+use crate::search::{display_path, rg_walk, SearchError};
 use crate::text;
 
 pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationToken) -> Result<ToolOutput, ToolError> {
@@ -166,18 +166,13 @@ pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
     // rg prints the parse error and exits; the reference returns that text, not an error.
     Err(e) => return GrepOutcome { text: format!("{e}\n"), ..Default::default() },
   };
-  let mut walk = WalkBuilder::new(&opts.scope);
-  walk.threads(opts.threads.max(1));
-  if let Some(glob) = &opts.glob {
-    let mut ob = OverrideBuilder::new(&opts.base);
-    let built = ob.add(glob).and_then(|b| b.build());
-    match built {
-      Ok(ov) => {
-        walk.overrides(ov);
-      }
-      Err(e) => return GrepOutcome { text: format!("{e}\n"), ..Default::default() },
+  // rg's walk (shared with the AI SDK Grep in `search.rs`); a bad glob is printed as rg prints it.
+  let walk = match rg_walk(&opts.scope, &opts.base, opts.glob.as_deref(), None, opts.threads) {
+    Ok(walk) => walk,
+    Err(SearchError::Glob(e) | SearchError::Regex(e) | SearchError::Type(e)) => {
+      return GrepOutcome { text: format!("{e}\n"), ..Default::default() }
     }
-  }
+  };
   let single_file = opts.scope.is_file();
   let collector = Mutex::new(Collector::default());
   let max = opts.max_lines;
@@ -242,13 +237,5 @@ pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
     text,
     more_lines: c.count + c.errors.len() > max,
     truncated: c.bytes > PROCESS_CAPTURE_MAX_BYTES || stop.load(Ordering::Relaxed),
-  }
-}
-
-/// rg prints paths as the scope it was given joined with the path below it (`./a.txt`).
-fn display_path(display: &str, scope: &Path, path: &Path) -> String {
-  match path.strip_prefix(scope) {
-    Ok(rel) if !rel.as_os_str().is_empty() => format!("{display}/{}", rel.to_string_lossy()),
-    _ => display.to_string(),
   }
 }

@@ -106,6 +106,26 @@ test("cache: a result computed while a write was in flight is not served afterwa
   }
 });
 
+test("cache: web results are not invalidated by file writes; user tools cached by name are", async () => {
+  let searches = 0;
+  let lookups = 0;
+  const extra = { Lookup: { description: "l", inputSchema: undefined, execute: async () => ({ n: ++lookups }) } };
+  const { ws, tools } = await setup(
+    {},
+    { cache: { Lookup: true }, webSearch: { search: async () => [{ title: `t${++searches}`, url: "https://a.example/", snippet: "s" }] }, context: { outputPolicy: false, extraTools: extra } },
+  );
+  try {
+    assert.equal((await runTool(tools, "WebSearch", { query: "q" })).results[0].title, "t1");
+    assert.equal((await runTool(tools, "Lookup", {})).n, 1);
+    await runTool(tools, "Bash", { command: "echo x > f.txt" });
+    assert.equal((await runTool(tools, "WebSearch", { query: "q" })).results[0].title, "t1", "still cached");
+    assert.equal((await runTool(tools, "Lookup", {})).n, 2, "a tool with unknown dependencies is invalidated by any write");
+    assert.equal(searches, 1);
+  } finally {
+    ws.cleanup();
+  }
+});
+
 test("cache: TTL (default 5 minutes, or configured) without waiting", async () => {
   await withClock(1_000_000, async (advance) => {
     const { ws, tools } = await setup({ "a.txt": "v1\n" }, { cache: true });

@@ -97,12 +97,30 @@ test("Patch: validated whole before anything is written (a failing hunk changes 
   }
 });
 
+test("Patch: a move onto an existing file is refused", async () => {
+  const { ws, tools } = await setup({ "a.txt": "a\n", "b.txt": "b\n" }, { patch: true });
+  try {
+    const patch = "*** Begin Patch\n*** Update File: a.txt\n*** Move to: b.txt\n-a\n+A\n*** End Patch";
+    assert.deepEqual(await runTool(tools, "Patch", { patch }), { error: "Move target already exists: b.txt" });
+    assert.equal(readFileSync(join(ws.dir, "b.txt"), "utf8"), "b\n");
+    assert.deepEqual(await runTool(tools, "Edit", { file_path: "a.txt", old_string: "", new_string: "x" }), { error: "old_string must not be empty" });
+  } finally {
+    ws.cleanup();
+  }
+});
+
 test("Patch: parse errors, missing files, fuzzy whitespace, two updates of one file, allowedPaths, maxFileSize", async () => {
   const { ws, tools } = await setup({ "a.txt": "x  \n  y\nz\n" }, { patch: { allowedPaths: ["a.txt", "ok/**"], maxFileSize: 20 } });
   try {
     assert.deepEqual(await runTool(tools, "Patch", { patch: "nothing" }), { error: "The first line of the patch must be '*** Begin Patch'" });
     assert.deepEqual(await runTool(tools, "Patch", { patch: "*** Begin Patch\n*** Delete File: ok/missing.txt\n*** End Patch" }), {
       error: "File not found for deletion: ok/missing.txt",
+    });
+    assert.deepEqual(await runTool(tools, "Patch", { patch: "*** Begin Patch\n*** Update File: a.txt\n*** Move to: a.txt.bak\n-z\n+Z\n*** End Patch" }), {
+      error: "Path not allowed: a.txt.bak",
+    });
+    assert.deepEqual(await runTool(tools, "Patch", { patch: "*** Begin Patch\n*** Frobnicate: a.txt\n*** End Patch" }), {
+      error: "Line 2: '*** Frobnicate: a.txt' is not a valid hunk header. Valid hunk headers: '*** Add File: {path}', '*** Delete File: {path}', '*** Update File: {path}'",
     });
     assert.deepEqual(await runTool(tools, "Patch", { patch: "*** Begin Patch\n*** Add File: elsewhere.txt\n+x\n*** End Patch" }), {
       error: "Path not allowed: elsewhere.txt",

@@ -45,6 +45,20 @@ test("invalid input is refused by the schema (the SDK reports a tool error)", as
   }
 });
 
+test("strict, needsApproval and providerOptions pass through to the AI SDK tool", async () => {
+  const { ws, tools } = await setup({}, { tools: { Bash: { needsApproval: true, strict: true, providerOptions: { x: { y: 1 } } } } });
+  try {
+    assert.equal(tools.Bash.needsApproval, true);
+    assert.equal(tools.Bash.strict, true);
+    assert.deepEqual(tools.Bash.providerOptions, { x: { y: 1 } });
+    const { result } = await runTools(tools, [call("Bash", { command: "touch approved-not.txt" })]);
+    assert.equal(result.steps[0].content.some((p) => p.type === "tool-approval-request"), true);
+    assert.equal(existsSync(join(ws.dir, "approved-not.txt")), false, "not run without approval");
+  } finally {
+    ws.cleanup();
+  }
+});
+
 // ---------------------------------------------------------------------------------------- Bash
 
 test("Bash: stdout, stderr, exit_code (non-zero is not an error), interrupted, duration_ms", async () => {
@@ -451,6 +465,8 @@ test("Grep: multiline, and errors (bad regex, missing path), allowedPaths", asyn
     const m = await runTool(free.tools, "Grep", { pattern: "begin.*end", output_mode: "content", multiline: true });
     assert.deepEqual(m.matches, [{ file: "./a.txt", line_number: 1, line: "begin\nmiddle\nend" }]);
     assert.match((await runTool(free.tools, "Grep", { pattern: "(unclosed" })).error, /^Invalid regex: /);
+    assert.match((await runTool(free.tools, "Grep", { pattern: "x", glob: "[a" })).error, /^Invalid glob: /);
+    assert.match((await runTool(free.tools, "Grep", { pattern: "x", type: "nosuchtype" })).error, /nosuchtype/);
     assert.deepEqual(await runTool(free.tools, "Grep", { pattern: "x", path: "nope" }), { error: "Path not found: nope" });
     assert.deepEqual((await runTool(tools, "Grep", { pattern: "begin" })).files, ["./src/s.txt"]);
     assert.deepEqual(await runTool(tools, "Grep", { pattern: "begin", path: "a.txt" }), { error: "Path not allowed: a.txt" });

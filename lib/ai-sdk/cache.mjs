@@ -107,6 +107,8 @@ export function createInvalidationLog() {
     },
     isStale(entry) {
       if (events.length === 0 && watermark === 0) return false;
+      // A result that depends on no file (WebFetch, WebSearch) is not made stale by writes.
+      if (entry.log === id && Array.isArray(entry.deps) && entry.deps.length === 0) return false;
       const started = entry.log === id && typeof entry.seq === "number" ? entry.seq : -1;
       if (started < watermark) return true;
       for (let i = events.length - 1; i >= 0; i--) {

@@ -37,11 +37,27 @@ export function parseModels(json) {
   return models;
 }
 
-/** The price catalog bundled with knap (`lib/ai-sdk/openrouter-fallback.json`). */
+/**
+ * The price catalog bundled with knap, in the OpenRouter endpoint's shape: the `openrouter/*`
+ * entries of `lib/catalog/prices.json` (generated from pi-ai's model catalog by
+ * `scripts/gen-prices.mjs`, USD per million tokens), so budgets work offline.
+ */
 export function bundledModels() {
   if (!bundled) {
-    const json = JSON.parse(readFileSync(new URL("./openrouter-fallback.json", import.meta.url), "utf8"));
-    bundled = parseModels(json);
+    const catalog = JSON.parse(readFileSync(new URL("../catalog/prices.json", import.meta.url), "utf8"));
+    const perToken = (usdPerMillion) => String((usdPerMillion ?? 0) / 1_000_000);
+    const data = Object.entries(catalog.models)
+      .filter(([key]) => key.startsWith("openrouter/"))
+      .map(([key, price]) => ({
+        id: key.slice("openrouter/".length),
+        pricing: {
+          prompt: perToken(price.input),
+          completion: perToken(price.output),
+          input_cache_read: perToken(price.cacheRead),
+          input_cache_write: perToken(price.cacheWrite),
+        },
+      }));
+    bundled = parseModels({ data });
   }
   return tag(new Map(bundled), "bundled");
 }

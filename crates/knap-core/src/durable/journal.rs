@@ -2,10 +2,12 @@
 //! into flushes, and the analysis that tells a fresh, completed, failed or pending run apart
 //! and rebuilds a pending one.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::canonical::idempotency_key;
@@ -153,6 +155,141 @@ pub fn parse_lines(lines: &[String]) -> Result<Vec<Value>, DurableError> {
   Ok(events)
 }
 
+/// A journal line as `analyze` reads it: its members with the values left as raw JSON text
+/// (validated, not built into trees), each parsed only when `analyze` asks for it. A 10,000-event
+/// journal then costs one scan plus the few fields replay needs, not a `Value` per event.
+struct Parsed<'a> {
+  fields: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
+
+impl<'a> Parsed<'a> {
+  fn raw(&self, key: &str) -> Option<&'a RawValue> {
+    self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+  }
+
+  /// A string member (borrowed unless it has escapes).
+  fn str(&self, key: &str) -> Option<Cow<'a, str>> {
+    let raw = self.raw(key)?.get();
+    match serde_json::from_str::<&'a str>(raw) {
+      Ok(s) => Some(Cow::Borrowed(s)),
+      Err(_) => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
+    }
+  }
+
+  fn string(&self, key: &str) -> String {
+    self.str(key).map(Cow::into_owned).unwrap_or_default()
+  }
+
+  fn u64(&self, key: &str) -> Option<u64> {
+    serde_json::from_str(self.raw(key)?.get()).ok()
+  }
+
+  fn value(&self, key: &str) -> Option<Value> {
+    serde_json::from_str(self.raw(key)?.get()).ok()
+  }
+
+  /// What `validate_event` checks, on the raw members.
+  fn validate(&self) -> Result<(), DurableError> {
+    let Some(kind) = self.str("type") else { return Err(corrupt("malformed journal event")) };
+    if self.u64("v") != Some(DURABLE_JOURNAL_VERSION) {
+      let v = self.raw("v").map(|v| v.get().to_string()).unwrap_or_else(|| "?".into());
+      return Err(DurableError::new(
+        "cave_durable_journal_version_unsupported",
+        format!("cave_durable_journal_version_unsupported: journal v{v}, this runtime reads v2"),
+      ));
+    }
+    if !self.str("at").is_some_and(|at| valid_timestamp(&at)) {
+      return Err(corrupt("malformed event timestamp"));
+    }
+    let Some((required, optional)) = key_sets(&kind) else {
+      return Err(DurableError::new("cave_durable_journal_event_unknown", format!("cave_durable_journal_event_unknown: {kind}")));
+    };
+    let keys_ok = required.iter().all(|k| self.raw(k).is_some())
+      && self.fields.iter().all(|(k, _)| matches!(k.as_ref(), "v" | "at" | "type") || required.contains(&k.as_ref()) || optional.contains(&k.as_ref()));
+    if !keys_ok {
+      return Err(corrupt(format!("malformed {kind} fields")));
+    }
+    Ok(())
+  }
+}
+
+/// `parse_lines` for `analyze`: the same checks and codes, without building `Value`s.
+fn parse_lines_lazy(lines: &[String]) -> Result<Vec<Parsed<'_>>, DurableError> {
+  if lines.len() > DURABLE_MAX_JOURNAL_EVENTS {
+    return Err(corrupt("journal event limit exceeded"));
+  }
+  let mut total = 0usize;
+  let mut events = Vec::with_capacity(lines.len());
+  for line in lines {
+    total += line.len() + 1;
+    if line.len() > DURABLE_MAX_EVENT_BYTES || total > DURABLE_MAX_JOURNAL_BYTES {
+      return Err(corrupt("journal byte limit exceeded"));
+    }
+    let fields = if line.trim_start().starts_with('{') {
+      serde_json::from_str::<LazyObject>(line).map_err(|_| corrupt("unparseable journal line"))?.0
+    } else {
+      // Valid JSON that is not an object is malformed; anything else is unparseable.
+      serde_json::from_str::<serde::de::IgnoredAny>(line).map_err(|_| corrupt("unparseable journal line"))?;
+      return Err(corrupt("malformed journal event"));
+    };
+    let parsed = Parsed { fields };
+    parsed.validate()?;
+    events.push(parsed);
+  }
+  Ok(events)
+}
+
+/// A JSON object's members with raw values (a repeated key: the last one wins, as in a `Value`).
+struct LazyObject<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+/// An object key, borrowed from the line unless it has escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Key<'a> {
+  fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+    struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+    impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+      type Value = Key<'a>;
+      fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string key")
+      }
+      fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Key(Cow::Borrowed(v)))
+      }
+      fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Key(Cow::Owned(v.to_string())))
+      }
+      fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Key(Cow::Owned(v)))
+      }
+    }
+    d.deserialize_str(Visit(std::marker::PhantomData))
+  }
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for LazyObject<'a> {
+  fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+    struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+    impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+      type Value = LazyObject<'a>;
+      fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+      }
+      fn visit_map<M: serde::de::MapAccess<'de>>(self, mut m: M) -> Result<Self::Value, M::Error> {
+        let mut out: Vec<(Cow<'a, str>, &'a RawValue)> = Vec::with_capacity(12);
+        while let Some((Key(k), v)) = m.next_entry::<Key<'a>, &'a RawValue>()? {
+          match out.iter_mut().find(|(key, _)| *key == k) {
+            Some(slot) => slot.1 = v,
+            None => out.push((k, v)),
+          }
+        }
+        Ok(LazyObject(out))
+      }
+    }
+    d.deserialize_map(Visit(std::marker::PhantomData))
+  }
+}
+
 /// The writer: `emit` validates and queues, `flush` appends the queue as one store call. A
 /// failed append is sticky: every later flush fails with it, so no run goes on over a hole.
 pub struct Journal {
@@ -226,27 +363,26 @@ pub struct ToolRecord {
 }
 
 impl ToolRecord {
-  fn from_event(e: &Value) -> Self {
-    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+  fn from_event(e: &Parsed) -> Self {
     Self {
-      path: s("path"),
-      tool_call_id: s("toolCallId"),
-      name: s("name"),
-      effect: s("effect"),
-      args_sha256: s("argsSha256"),
-      idempotency_key: s("idempotencyKey"),
+      path: e.string("path"),
+      tool_call_id: e.string("toolCallId"),
+      name: e.string("name"),
+      effect: e.string("effect"),
+      args_sha256: e.string("argsSha256"),
+      idempotency_key: e.string("idempotencyKey"),
       settled: None,
     }
   }
 
-  fn same_identity(&self, e: &Value) -> bool {
-    let other = ToolRecord::from_event(e);
-    self.path == other.path
-      && self.tool_call_id == other.tool_call_id
-      && self.name == other.name
-      && self.effect == other.effect
-      && self.args_sha256 == other.args_sha256
-      && self.idempotency_key == other.idempotency_key
+  fn same_identity(&self, e: &Parsed) -> bool {
+    let same = |mine: &str, key: &str| e.str(key).as_deref().unwrap_or_default() == mine;
+    same(&self.path, "path")
+      && same(&self.tool_call_id, "toolCallId")
+      && same(&self.name, "name")
+      && same(&self.effect, "effect")
+      && same(&self.args_sha256, "argsSha256")
+      && same(&self.idempotency_key, "idempotencyKey")
   }
 }
 
@@ -310,33 +446,33 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
   if lines.is_empty() {
     return Ok(JournalState::Fresh);
   }
-  let events = parse_lines(lines)?;
+  let events = parse_lines_lazy(lines)?;
   let first = &events[0];
-  if first["type"] != "run_started" {
+  if first.str("type").as_deref() != Some("run_started") {
     return Err(corrupt("journal does not begin with run_started"));
   }
-  if first["runId"] != expected.run_id.as_str() {
+  if first.str("runId").as_deref() != Some(expected.run_id.as_str()) {
     return Err(corrupt("journaled runId mismatch"));
   }
-  if first["definitionSha256"] != expected.definition_sha256.as_str() {
+  if first.str("definitionSha256").as_deref() != Some(expected.definition_sha256.as_str()) {
     return Err(DurableError::new(
       "cave_durable_definition_changed",
       "cave_durable_definition_changed: the agent definition differs from the journaled run; resume with the original definition, or use a new durable.runId",
     ));
   }
-  if first["agentId"] != expected.agent_id.as_str() {
+  if first.str("agentId").as_deref() != Some(expected.agent_id.as_str()) {
     return Err(DurableError::new("cave_durable_agent_mismatch", "cave_durable_agent_mismatch: the journaled run belongs to another agent"));
   }
-  if first["input"] != expected.input {
+  if first.value("input").as_ref() != Some(&expected.input) {
     return Err(DurableError::new(
       "cave_durable_input_mismatch",
       "cave_durable_input_mismatch: the input differs from the journaled run; a new task needs a new runId",
     ));
   }
-  let journaled_max = first.get("budgetMax").and_then(Value::as_f64);
-  if first["denomination"] != expected.denomination.as_str()
+  let journaled_max = first.value("budgetMax").and_then(|v| v.as_f64());
+  if first.str("denomination").as_deref() != Some(expected.denomination.as_str())
     || journaled_max != expected.budget_max
-    || first["budgetSha256"] != expected.budget_sha256.as_str()
+    || first.str("budgetSha256").as_deref() != Some(expected.budget_sha256.as_str())
   {
     return Err(DurableError::new(
       "cave_durable_budget_changed",
@@ -346,7 +482,7 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
 
   let mut state = ResumeState {
     attempts: 1,
-    session_id: first["sessionId"].as_str().unwrap_or_default().to_string(),
+    session_id: first.string("sessionId"),
     events: events.len(),
     bytes: lines.iter().map(|l| l.len() + 1).sum(),
     ..Default::default()
@@ -354,20 +490,21 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
   let mut pending_calls: HashMap<(String, String), VecDeque<(String, String)>> = HashMap::new();
   let mut records: Vec<ToolRecord> = Vec::new();
   let mut record_keys: HashMap<(String, String), usize> = HashMap::new();
-  let mut base: Vec<Value> = Vec::new();
-  let mut terminal: Option<&Value> = None;
+  // The transcript's `turn`/`snapshot` message arrays, parsed only if the run is pending.
+  let mut base: Vec<&RawValue> = Vec::new();
+  let mut terminal: Option<&Parsed> = None;
   let mut last_attempt = 1u64;
 
   for (i, e) in events.iter().enumerate().skip(1) {
     if terminal.is_some() {
       return Err(corrupt("events follow terminal outcome"));
     }
-    let kind = e["type"].as_str().unwrap_or_default();
-    let path = e.get("path").and_then(Value::as_str).unwrap_or_default().to_string();
-    match kind {
+    let kind = e.str("type").unwrap_or_default();
+    let path = e.string("path");
+    match kind.as_ref() {
       "run_started" => return Err(corrupt(format!("second run_started at event {i}"))),
       "resumed" => {
-        let attempt = e["attempt"].as_u64().unwrap_or(0);
+        let attempt = e.u64("attempt").unwrap_or(0);
         if attempt != last_attempt + 1 {
           return Err(corrupt("non-monotonic resumed.attempt"));
         }
@@ -382,15 +519,15 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
       }
       "meter_call" | "cancel_requested" | "sleep_scheduled" | "tranche" => {}
       "call_started" => {
-        let kind = e["kind"].as_str().unwrap_or_default().to_string();
-        if path.is_empty() && kind == "model" {
+        let call_kind = e.string("kind");
+        if path.is_empty() && call_kind == "model" {
           state.prior_root_model_calls += 1;
         }
-        let who = (e["provider"].as_str().unwrap_or_default().to_string(), e["model"].as_str().unwrap_or_default().to_string());
-        pending_calls.entry((path, kind)).or_default().push_back(who);
+        let who = (e.string("provider"), e.string("model"));
+        pending_calls.entry((path, call_kind)).or_default().push_back(who);
       }
       "call_settled" | "call_abandoned" => {
-        let call_kind = e.get("kind").and_then(Value::as_str).unwrap_or("model").to_string();
+        let call_kind = e.str("kind").map(Cow::into_owned).unwrap_or_else(|| "model".to_string());
         let key = (path.clone(), call_kind.clone());
         let queue = pending_calls.get_mut(&key);
         let who = match queue.and_then(|q| q.pop_front()) {
@@ -411,7 +548,7 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
           }
           continue;
         }
-        let call = &e["call"];
+        let call = e.value("call").unwrap_or(Value::Null);
         if call["provider"].as_str() != Some(who.0.as_str()) || call["model"].as_str() != Some(who.1.as_str()) {
           return Err(corrupt("call_settled identity differs from its intent"));
         }
@@ -422,9 +559,9 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
         t.cache_read += tokens("cacheReadTokens")?;
         t.cache_write += tokens("cacheWriteTokens")?;
         t.reasoning += tokens("reasoningTokens")?;
-        t.estimated_usd += num(call, "estimatedUsd");
+        t.estimated_usd += num(&call, "estimatedUsd");
         t.unpriced |= call["unpriced"].as_bool().unwrap_or(false);
-        let amount = num(e, "settledAmount");
+        let amount = e.value("settledAmount").and_then(|v| v.as_f64()).unwrap_or(0.0);
         if !amount.is_finite() || amount < 0.0 {
           return Err(corrupt("invalid settledAmount"));
         }
@@ -432,11 +569,11 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
         state.prior_calls += 1;
       }
       "tool_intent" => {
-        let key = (path.clone(), e["toolCallId"].as_str().unwrap_or_default().to_string());
+        let rec = ToolRecord::from_event(e);
+        let key = (rec.path.clone(), rec.tool_call_id.clone());
         if record_keys.contains_key(&key) {
           return Err(corrupt("duplicate tool intent identity"));
         }
-        let rec = ToolRecord::from_event(e);
         if idempotency_key(&expected.run_id, &rec.path, &rec.tool_call_id, &rec.name, &rec.args_sha256) != rec.idempotency_key {
           return Err(corrupt("tool idempotency identity mismatch"));
         }
@@ -444,23 +581,25 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
         records.push(rec);
       }
       "tool_settled" => {
-        let key = (path.clone(), e["toolCallId"].as_str().unwrap_or_default().to_string());
+        let key = (path.clone(), e.string("toolCallId"));
         let Some(&idx) = record_keys.get(&key) else { return Err(corrupt("tool settlement without matching intent")) };
         if !records[idx].same_identity(e) || records[idx].settled.is_some() {
           return Err(corrupt("tool settlement without matching intent"));
         }
-        let outcome = e["outcome"].as_str().unwrap_or_default();
+        let outcome = e.str("outcome").unwrap_or_default();
         if outcome != "returned" && outcome != "threw" {
           return Err(corrupt("malformed tool outcome"));
         }
-        records[idx].settled = Some(json!({"outcome": outcome, "value": e.get("value"), "error": e.get("error")}));
+        records[idx].settled = Some(json!({"outcome": outcome, "value": e.value("value"), "error": e.value("error")}));
       }
       "turn" | "snapshot" => {
-        let Some(msgs) = e["messages"].as_array() else { return Err(corrupt(format!("malformed {kind} messages"))) };
+        let Some(msgs) = e.raw("messages").filter(|m| m.get().trim_start().starts_with('[')) else {
+          return Err(corrupt(format!("malformed {kind} messages")));
+        };
         if kind == "snapshot" {
           base.clear();
         }
-        base.extend(msgs.iter().cloned());
+        base.push(msgs);
         state.has_completed_turn = true;
         for rec in records.drain(..) {
           let Some(s) = &rec.settled else { return Err(corrupt("turn checkpoint crosses unsettled tool intent")) };
@@ -478,33 +617,39 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
     if unmatched > 0 {
       return Err(corrupt("terminal run crosses unsettled provider intent"));
     }
+    let completed = t.str("type").as_deref() == Some("run_completed");
     // A failed run may end on an intent it refused to re-run blind (`tool_effect_uncertain`);
     // only a completed run must have settled every tool call.
-    if t["type"] == "run_completed" && records.iter().any(|r| r.settled.is_none()) {
+    if completed && records.iter().any(|r| r.settled.is_none()) {
       return Err(corrupt("completed run crosses unsettled tool intent"));
     }
-    return Ok(if t["type"] == "run_completed" {
-      JournalState::Completed { result: t["result"].clone() }
+    return Ok(if completed {
+      JournalState::Completed { result: t.value("result").ok_or_else(|| corrupt("malformed run_completed fields"))? }
     } else {
       JournalState::Failed {
-        code: t["code"].as_str().unwrap_or_default().to_string(),
-        message: t["message"].as_str().unwrap_or_default().to_string(),
-        receipt: t["receipt"].clone(),
+        code: t.string("code"),
+        message: t.string("message"),
+        receipt: t.value("receipt").ok_or_else(|| corrupt("malformed run_failed fields"))?,
       }
     });
   }
   state.possible_double_count += unmatched;
+  let mut messages: Vec<Value> = Vec::new();
+  for msgs in base {
+    let parsed: Vec<Value> = serde_json::from_str(msgs.get()).map_err(|_| corrupt("malformed turn messages"))?;
+    messages.extend(parsed);
+  }
   // Cut a trailing partial turn so the transcript ends where the loop can go on.
   if state.has_completed_turn {
-    let keep = base
+    let keep = messages
       .iter()
       .rposition(|m| matches!(m.get("role").and_then(Value::as_str), Some("user") | Some("toolResult")))
       .map(|i| i + 1)
       .unwrap_or(0);
-    state.discarded_partial_turn = keep < base.len();
-    base.truncate(keep);
+    state.discarded_partial_turn = keep < messages.len();
+    messages.truncate(keep);
   }
-  state.messages = base;
+  state.messages = messages;
   state.replay = records;
   Ok(JournalState::Pending(Box::new(state)))
 }
@@ -530,5 +675,67 @@ mod tests {
     let extra = r#"{"v":2,"at":"2025-12-02T18:26:40.123Z","type":"turn","messages":[],"x":1}"#.to_string();
     assert_eq!(parse_lines(&[extra]).unwrap_err().message, "cave_durable_journal_corrupt: malformed turn fields");
     assert_eq!(parse_lines(&["{nope".to_string()]).unwrap_err().message, "cave_durable_journal_corrupt: unparseable journal line");
+  }
+
+  /// `analyze` reads lines lazily; it must report exactly what the strict parser reports.
+  #[test]
+  fn lazy_reading_reports_what_the_strict_parser_does() {
+    const AT: &str = "2025-12-02T18:26:40.123Z";
+    let bad = [
+      "{nope".to_string(),
+      "[1,2]".to_string(),
+      "\"turn\"".to_string(),
+      "{\"v\":2,\"at\":\"x\",\"type\":\"turn\",\"messages\":[]}".to_string(),
+      format!("{{\"v\":2.0,\"at\":\"{AT}\",\"type\":\"turn\",\"messages\":[]}}"),
+      format!("{{\"v\":1,\"at\":\"{AT}\",\"type\":\"turn\",\"messages\":[]}}"),
+      format!("{{\"at\":\"{AT}\",\"type\":\"turn\",\"messages\":[]}}"),
+      format!("{{\"v\":2,\"at\":\"{AT}\",\"type\":\"mystery\"}}"),
+      format!("{{\"v\":2,\"at\":\"{AT}\",\"type\":\"turn\",\"messages\":[],\"x\":1}}"),
+      format!("{{\"v\":2,\"at\":\"{AT}\",\"type\":\"turn\"}}"),
+      format!("{{\"v\":2,\"at\":\"{AT}\",\"type\":\"turn\",\"messages\":[}}"),
+      format!("{{\"v\":2,\"at\":\"{AT}\",\"type\":7,\"messages\":[]}}"),
+    ];
+    for line in bad {
+      let strict = parse_lines(std::slice::from_ref(&line)).unwrap_err();
+      let lazy = parse_lines_lazy(std::slice::from_ref(&line)).err().expect(&line);
+      assert_eq!((lazy.code.as_str(), lazy.message.as_str()), (strict.code.as_str(), strict.message.as_str()), "{line}");
+    }
+    // Escaped keys and repeated keys read as JSON says (the last duplicate wins).
+    let line = format!("{{\"v\":1,\"v\":2,\"\\u0061t\":\"{AT}\",\"type\":\"tu\\u0072n\",\"messages\":[]}}");
+    parse_lines(std::slice::from_ref(&line)).unwrap();
+    let lazy = parse_lines_lazy(std::slice::from_ref(&line)).unwrap();
+    assert_eq!(lazy[0].str("type").as_deref(), Some("turn"));
+    assert_eq!(lazy[0].u64("v"), Some(2));
+  }
+
+  #[test]
+  fn pending_transcript_is_rebuilt_from_the_last_snapshot() {
+    const AT: &str = "2025-12-02T18:26:40.123Z";
+    let expected = Expected {
+      run_id: "r1".into(),
+      agent_id: "a".into(),
+      definition_sha256: "d".into(),
+      input: json!("go"),
+      denomination: "none".into(),
+      budget_max: None,
+      budget_sha256: "none".into(),
+    };
+    let started = format!("{{\"v\":2,\"at\":\"{AT}\",\"type\":\"run_started\",\"runId\":\"r1\",\"agentId\":\"a\",\"definitionSha256\":\"d\",\"input\":\"go\",\"sessionId\":\"s\",\"denomination\":\"none\",\"budgetSha256\":\"none\",\"pid\":1}}");
+    let turn = |m: &str| format!("{{\"v\":2,\"at\":\"{AT}\",\"type\":\"turn\",\"messages\":{m}}}");
+    let snap = |m: &str| format!("{{\"v\":2,\"at\":\"{AT}\",\"type\":\"snapshot\",\"messages\":{m}}}");
+    let lines = vec![
+      started,
+      turn(r#"[{"role":"user","content":"old"}]"#),
+      snap(r#"[{"role":"user","content":"go"},{"role":"assistant","content":"a1"},{"role":"toolResult","content":"r1"}]"#),
+      turn(r#"[{"role":"assistant","content":"partial"}]"#),
+    ];
+    let JournalState::Pending(state) = analyze(&lines, &expected).unwrap() else { panic!("pending") };
+    let contents: Vec<&str> = state.messages.iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, ["go", "a1", "r1"]);
+    assert!(state.discarded_partial_turn);
+    assert_eq!(state.session_id, "s");
+    let mut bad = lines.clone();
+    bad[3] = turn(r#"{"role":"assistant"}"#);
+    assert_eq!(analyze(&bad, &expected).unwrap_err().message, "cave_durable_journal_corrupt: malformed turn messages");
   }
 }

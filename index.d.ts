@@ -32,7 +32,7 @@ export declare class NativeDiskStore {
 export declare class NativeRun {
   constructor()
   /** Answers request `id` (a model turn or a JS tool call): `ok` with its text, or the error message. */
-  reply(id: number, ok: boolean, text: string): void
+  reply(id: number, ok: boolean, text: string): BindingRunOutcome | null
   /** Aborts the run: the model call is dropped and running tools are killed. */
   cancel(): void
   /**
@@ -40,6 +40,17 @@ export declare class NativeRun {
    * messages `{k: "event" | "model" | "tool" | "abortTool" | "policy" | "output", …}`.
    */
   start(agentJson: string, optionsJson: string, dispatch: JsPolicyFn): Promise<BindingRunOutcome>
+  /**
+   * `start`, but the kernel future is polled on this (the JS) thread: a model turn or a JS tool
+   * answered by `reply()` resumes the kernel right there, with no hand-off to a runtime worker
+   * and back. Wakes from other threads (native tools, timers) come back as a `{k:"pump"}`
+   * dispatch, to be answered with `pump()`. Returns the outcome once the run is over, else
+   * `null`; `reply()` and `pump()` return it the same way. The caller keeps the event loop alive
+   * while a run is pending.
+   */
+  startLocal(agentJson: string, optionsJson: string, dispatch: JsPolicyFn): BindingRunOutcome | null
+  /** Polls a `startLocal` run after a `{k:"pump"}` dispatch. */
+  pump(): BindingRunOutcome | null
 }
 
 export declare class NativeSandbox {

@@ -151,6 +151,11 @@ function serializeToolResult(name, value) {
 }
 
 const CACHE_RETENTIONS = new Set(["none", "short", "long"]);
+// The kernel future is polled on the JS thread (`startLocal`): a model turn answered here resumes
+// the kernel at once, with no hand-off to a runtime worker and back. KNAP_KERNEL=worker runs it
+// on a tokio worker instead (`start`), for comparison.
+const LOCAL = process.env.KNAP_KERNEL !== "worker";
+const PUMP = '{"k":"pump"}';
 
 /**
  * The same run as an async generator of `CavemanRunEvent`s. As in the reference, internal
@@ -222,10 +227,18 @@ async function* runEvents(definition, content, options, quiet, input) {
     durableSpec = { store: ref, input: typeof input === "string" ? input : content, sessionId: options.sessionId ?? `${definition.id}-${runId}` };
   }
 
+  let keepAlive;
+  const releaseLoop = () => clearInterval(keepAlive);
+
   const dispatch = (json) => {
+    if (json === PUMP) {
+      settleLocal(nativeRun.pump());
+      return "";
+    }
     const msg = JSON.parse(json);
     switch (msg.k) {
       case "event":
+        if (msg.event.type === "run_end" || msg.event.type === "run_error") releaseLoop();
         push(msg.event);
         return "";
       case "output": {
@@ -254,11 +267,19 @@ async function* runEvents(definition, content, options, quiet, input) {
 
   // A request with a `reply` id is answered through nativeRun.reply() (one hop back to Rust);
   // without one, the returned Promise is the answer.
+  let resolveLocal;
+  const localOutcome = new Promise((resolve) => {
+    resolveLocal = resolve;
+  });
+  const settleLocal = (result) => {
+    if (result) resolveLocal(result);
+  };
+
   const answer = (id, promise) => {
     if (id === undefined) return promise;
     promise.then(
-      (text) => nativeRun.reply(id, true, text),
-      (error) => nativeRun.reply(id, false, error instanceof Error ? error.message : String(error)),
+      (text) => settleLocal(nativeRun.reply(id, true, text)),
+      (error) => settleLocal(nativeRun.reply(id, false, error instanceof Error ? error.message : String(error))),
     );
     return "";
   };
@@ -335,8 +356,19 @@ async function* runEvents(definition, content, options, quiet, input) {
     return;
   }
 
-  const outcome = nativeRun.start(JSON.stringify(graph), JSON.stringify(runSpec), dispatch).then(
+  // The dispatcher is a weak threadsafe function: keep the event loop alive until the kernel's
+  // last event (run_end / run_error) has come through it.
+  keepAlive = setInterval(() => {}, 2 ** 30);
+  let started;
+  if (LOCAL) {
+    started = localOutcome;
+    settleLocal(nativeRun.startLocal(JSON.stringify(graph), JSON.stringify(runSpec), dispatch));
+  } else {
+    started = nativeRun.start(JSON.stringify(graph), JSON.stringify(runSpec), dispatch);
+  }
+  const outcome = started.then(
     (result) => {
+      if (result.phase === "options") releaseLoop();
       finished = true;
       if (wake) {
         wake();
@@ -347,6 +379,7 @@ async function* runEvents(definition, content, options, quiet, input) {
   );
 
   let completed = false;
+  let outcomeRead = false;
   try {
     while (true) {
       while (queue.length) {
@@ -361,30 +394,20 @@ async function* runEvents(definition, content, options, quiet, input) {
         yield event;
         if (completed) return;
       }
-      if (finished) break;
+      if (finished && !outcomeRead) {
+        outcomeRead = true;
+        const result = await outcome;
+        if (result.phase === "options") {
+          const error = new Error(result.message);
+          error.code = result.code;
+          throw error;
+        }
+        // Otherwise the terminal event is queued behind the outcome (ours or the dispatcher's).
+        continue;
+      }
       await new Promise((resolve) => {
         wake = resolve;
       });
-    }
-    const result = await outcome;
-    if (result.phase === "options") {
-      const error = new Error(result.message);
-      error.code = result.code;
-      throw error;
-    }
-    // The terminal event may still be queued behind the outcome.
-    while (queue.length) {
-      const event = queue.shift();
-      if (event.type === "run_error") {
-        completed = true;
-        yield { type: "run_error", runId, code: event.code ?? errorCode(event.message), message: event.message, receipt: event.receipt };
-        return;
-      }
-      yield event;
-      if (event.type === "run_end") {
-        completed = true;
-        return;
-      }
     }
   } finally {
     options.signal?.removeEventListener("abort", onAbort);

@@ -3,7 +3,7 @@
 //! function, the run's dispatcher, so events and calls reach JS in the order Rust made them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use knap_core::exec::BoxFuture;
@@ -206,19 +206,105 @@ impl DurableStore for JsStore {
 pub struct NativeRun {
   cancel: CancellationToken,
   replies: Arc<Replies>,
+  local: Local,
+}
+
+/// A kernel future polled on the JS thread (`startLocal`).
+#[derive(Default)]
+struct Local {
+  future: Mutex<Option<BoxFuture<BindingRunOutcome>>>,
+  wake: Arc<LocalWake>,
+}
+
+struct LocalWake {
+  js_thread: std::thread::ThreadId,
+  /// Set while this thread polls (or settles a reply): a wake then means "poll again".
+  polling: AtomicBool,
+  again: AtomicBool,
+  /// A `{k:"pump"}` dispatch is queued and not yet answered.
+  scheduled: AtomicBool,
+  dispatch: Mutex<Option<Arc<JsPolicyFn>>>,
+}
+
+impl Default for LocalWake {
+  fn default() -> Self {
+    Self {
+      js_thread: std::thread::current().id(),
+      polling: AtomicBool::new(false),
+      again: AtomicBool::new(false),
+      scheduled: AtomicBool::new(false),
+      dispatch: Mutex::new(None),
+    }
+  }
+}
+
+impl std::task::Wake for LocalWake {
+  fn wake(self: Arc<Self>) {
+    self.wake_by_ref();
+  }
+
+  fn wake_by_ref(self: &Arc<Self>) {
+    if std::thread::current().id() == self.js_thread && self.polling.load(Ordering::SeqCst) {
+      self.again.store(true, Ordering::SeqCst);
+      return;
+    }
+    if !self.scheduled.swap(true, Ordering::SeqCst) {
+      if let Some(dispatch) = self.dispatch.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        let _ = dispatch.call(r#"{"k":"pump"}"#.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
+      }
+    }
+  }
 }
 
 #[napi]
 impl NativeRun {
   #[napi(constructor)]
   pub fn new() -> Self {
-    Self { cancel: CancellationToken::new(), replies: Arc::new(Replies::default()) }
+    Self { cancel: CancellationToken::new(), replies: Arc::new(Replies::default()), local: Local::default() }
   }
 
   /// Answers request `id` (a model turn or a JS tool call): `ok` with its text, or the error message.
   #[napi]
-  pub fn reply(&self, id: u32, ok: bool, text: String) {
+  pub fn reply(&self, id: u32, ok: bool, text: String) -> Option<BindingRunOutcome> {
+    let wake = &self.local.wake;
+    let local = std::thread::current().id() == wake.js_thread && !wake.polling.swap(true, Ordering::SeqCst);
     self.replies.settle(id, if ok { Ok(text) } else { Err(text) });
+    if local {
+      wake.polling.store(false, Ordering::SeqCst);
+      if wake.again.swap(false, Ordering::SeqCst) {
+        return self.drive();
+      }
+    }
+    None
+  }
+
+  /// Polls the local kernel future until it needs something from elsewhere.
+  fn drive(&self) -> Option<BindingRunOutcome> {
+    let wake = self.local.wake.clone();
+    if wake.polling.swap(true, Ordering::SeqCst) {
+      wake.again.store(true, Ordering::SeqCst);
+      return None;
+    }
+    let waker = std::task::Waker::from(wake.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    let outcome = napi::bindgen_prelude::within_runtime_if_available(|| loop {
+      wake.again.store(false, Ordering::SeqCst);
+      let mut slot = self.local.future.lock().unwrap_or_else(|e| e.into_inner());
+      let Some(future) = slot.as_mut() else { return None };
+      if let std::task::Poll::Ready(outcome) = future.as_mut().poll(&mut cx) {
+        *slot = None;
+        return Some(outcome);
+      }
+      drop(slot);
+      if !wake.again.load(Ordering::SeqCst) {
+        return None;
+      }
+    });
+    wake.polling.store(false, Ordering::SeqCst);
+    if outcome.is_some() {
+      wake.dispatch.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+    outcome
   }
 
   /// Aborts the run: the model call is dropped and running tools are killed.
@@ -231,65 +317,99 @@ impl NativeRun {
   /// messages `{k: "event" | "model" | "tool" | "abortTool" | "policy" | "output", …}`.
   #[napi]
   pub async fn start(&self, agent_json: String, options_json: String, dispatch: Arc<JsPolicyFn>) -> BindingRunOutcome {
-    let options_error = |code: &str, message: String| BindingRunOutcome {
+    run_outcome(agent_json, options_json, dispatch, self.cancel.clone(), self.replies.clone()).await
+  }
+
+  /// `start`, but the kernel future is polled on this (the JS) thread: a model turn or a JS tool
+  /// answered by `reply()` resumes the kernel right there, with no hand-off to a runtime worker
+  /// and back. Wakes from other threads (native tools, timers) come back as a `{k:"pump"}`
+  /// dispatch, to be answered with `pump()`. Returns the outcome once the run is over, else
+  /// `null`; `reply()` and `pump()` return it the same way. The caller keeps the event loop alive
+  /// while a run is pending.
+  #[napi]
+  pub fn start_local(&self, agent_json: String, options_json: String, dispatch: Arc<JsPolicyFn>) -> Option<BindingRunOutcome> {
+    let future = run_outcome(agent_json, options_json, dispatch.clone(), self.cancel.clone(), self.replies.clone());
+    {
+      let mut slot = self.local.future.lock().unwrap_or_else(|e| e.into_inner());
+      *slot = Some(Box::pin(future));
+    }
+    *self.local.wake.dispatch.lock().unwrap_or_else(|e| e.into_inner()) = Some(dispatch);
+    self.drive()
+  }
+
+  /// Polls a `startLocal` run after a `{k:"pump"}` dispatch.
+  #[napi]
+  pub fn pump(&self) -> Option<BindingRunOutcome> {
+    self.local.wake.scheduled.store(false, Ordering::SeqCst);
+    self.drive()
+  }
+}
+
+async fn run_outcome(
+agent_json: String,
+options_json: String,
+dispatch: Arc<JsPolicyFn>,
+cancel: CancellationToken,
+replies: Arc<Replies>,
+) -> BindingRunOutcome {
+  let options_error = |code: &str, message: String| BindingRunOutcome {
+    phase: "options".into(),
+    code: Some(code.into()),
+    message: Some(message),
+    receipt_json: None,
+    result_json: None,
+  };
+  let agent: AgentSpec = match serde_json::from_str(&agent_json) {
+    Ok(a) => a,
+    Err(e) => return options_error("cave_agent_definition_invalid", format!("cave_agent_definition_invalid: {e}")),
+  };
+  let options: RunOptionsSpec = match serde_json::from_str(&options_json) {
+    Ok(o) => o,
+    Err(e) => return options_error("cave_run_options_invalid", format!("cave_run_options_invalid: {e}")),
+  };
+  let has_policy = options.has_policy;
+  let durable_options: Option<BindingDurable> = serde_json::from_str::<Value>(&options_json)
+    .ok()
+    .and_then(|v| v.get("durable").cloned())
+    .filter(|d| !d.is_null())
+    .and_then(|d| serde_json::from_value(d).ok());
+  let prepared = match Prepared::new(options) {
+    Ok(p) => p,
+    Err(e) => return options_error(&e.code, e.message),
+  };
+  let policy: Option<Arc<dyn ToolPolicy>> =
+    if has_policy { Some(Arc::new(JsPolicy::enveloped(dispatch.clone()))) } else { None };
+  let durable = durable_options.map(|d| {
+    let store: Arc<dyn DurableStore> = match d.store {
+      BindingStoreRef::Disk { root } => Arc::new(Arc::new(DiskStore::new(root))),
+      BindingStoreRef::Js => Arc::new(JsStore { dispatch: dispatch.clone() }),
+    };
+    let agent_value: Value = serde_json::from_str(&agent_json).unwrap_or_default();
+    DurableSetup { store, definition_sha256: definition_sha256(&agent_value), input: d.input, session_id: d.session_id }
+  });
+  let host = Arc::new(JsHost { dispatch, policy, replies: Some(replies) });
+  match run_agent(host, agent, prepared, cancel, durable).await {
+    Err(f) if f.pre_run => BindingRunOutcome {
       phase: "options".into(),
-      code: Some(code.into()),
-      message: Some(message),
+      code: f.code,
+      message: Some(f.message),
       receipt_json: None,
       result_json: None,
-    };
-    let agent: AgentSpec = match serde_json::from_str(&agent_json) {
-      Ok(a) => a,
-      Err(e) => return options_error("cave_agent_definition_invalid", format!("cave_agent_definition_invalid: {e}")),
-    };
-    let options: RunOptionsSpec = match serde_json::from_str(&options_json) {
-      Ok(o) => o,
-      Err(e) => return options_error("cave_run_options_invalid", format!("cave_run_options_invalid: {e}")),
-    };
-    let has_policy = options.has_policy;
-    let durable_options: Option<BindingDurable> = serde_json::from_str::<Value>(&options_json)
-      .ok()
-      .and_then(|v| v.get("durable").cloned())
-      .filter(|d| !d.is_null())
-      .and_then(|d| serde_json::from_value(d).ok());
-    let prepared = match Prepared::new(options) {
-      Ok(p) => p,
-      Err(e) => return options_error(&e.code, e.message),
-    };
-    let policy: Option<Arc<dyn ToolPolicy>> =
-      if has_policy { Some(Arc::new(JsPolicy::enveloped(dispatch.clone()))) } else { None };
-    let durable = durable_options.map(|d| {
-      let store: Arc<dyn DurableStore> = match d.store {
-        BindingStoreRef::Disk { root } => Arc::new(Arc::new(DiskStore::new(root))),
-        BindingStoreRef::Js => Arc::new(JsStore { dispatch: dispatch.clone() }),
-      };
-      let agent_value: Value = serde_json::from_str(&agent_json).unwrap_or_default();
-      DurableSetup { store, definition_sha256: definition_sha256(&agent_value), input: d.input, session_id: d.session_id }
-    });
-    let host = Arc::new(JsHost { dispatch, policy, replies: Some(self.replies.clone()) });
-    match run_agent(host, agent, prepared, self.cancel.clone(), durable).await {
-      Err(f) if f.pre_run => BindingRunOutcome {
-        phase: "options".into(),
-        code: f.code,
-        message: Some(f.message),
-        receipt_json: None,
-        result_json: None,
-      },
-      Ok(result) => BindingRunOutcome {
-        phase: "done".into(),
-        code: None,
-        message: None,
-        receipt_json: None,
-        result_json: Some(result.to_string()),
-      },
-      Err(f) => BindingRunOutcome {
-        phase: "run".into(),
-        code: f.code,
-        message: Some(f.message),
-        receipt_json: Some(f.receipt.to_string()),
-        result_json: None,
-      },
-    }
+    },
+    Ok(result) => BindingRunOutcome {
+      phase: "done".into(),
+      code: None,
+      message: None,
+      receipt_json: None,
+      result_json: Some(result.to_string()),
+    },
+    Err(f) => BindingRunOutcome {
+      phase: "run".into(),
+      code: f.code,
+      message: Some(f.message),
+      receipt_json: Some(f.receipt.to_string()),
+      result_json: None,
+    },
   }
 }
 

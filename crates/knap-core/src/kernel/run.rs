@@ -458,7 +458,9 @@ impl Level {
     self.resume = Some((resume, p.clone()));
     if state.has_completed_turn {
       for m in &state.messages {
-        self.context_bytes += m.to_string().len();
+        if self.meter.is_some() {
+          self.context_bytes += m.to_string().len();
+        }
         self.message_count += 1;
         self.pending.push(m.clone());
       }
@@ -482,7 +484,10 @@ impl Level {
   }
 
   fn push_message(&mut self, msg: Value) {
-    self.context_bytes += msg.to_string().len();
+    // The context size only feeds the budget's input ceiling: measured only under a budget.
+    if self.meter.is_some() {
+      self.context_bytes += msg.to_string().len();
+    }
     self.message_count += 1;
     if self.root && self.shared.durable.is_some() {
       self.unjournaled.push(msg.clone());
@@ -557,8 +562,10 @@ impl Level {
       ));
     }
     let system = self.system_prompt();
-    self.context_bytes += system.len();
-    self.context_bytes += Value::Array(self.tool_schemas()).to_string().len();
+    if self.meter.is_some() {
+      self.context_bytes += system.len();
+      self.context_bytes += Value::Array(self.tool_schemas()).to_string().len();
+    }
     self.emit_pi(json!({"type": "agent_start"}));
     // Pi opens the first turn before the prompt's message events.
     self.emit_pi(json!({"type": "turn_start"}));

@@ -347,6 +347,33 @@ impl Journal {
     self.emit(kind, fields)?;
     self.flush().await
   }
+
+  /// Events emitted so far (the sequence number of the last one), journaled ones included.
+  pub fn emitted(&self) -> usize {
+    self.events
+  }
+
+  /// For a group commit that appends outside this value's lock: the queued lines as one append,
+  /// the store and the run id. `Err` is the sticky failure of an earlier append.
+  pub fn take_batch(&mut self) -> Result<Option<(String, Arc<dyn DurableStore>, String)>, DurableError> {
+    if let Some(e) = &self.failed {
+      return Err(e.clone());
+    }
+    if self.queue.is_empty() {
+      return Ok(None);
+    }
+    let mut data = String::new();
+    for line in self.queue.drain(..) {
+      data.push_str(&line);
+      data.push('\n');
+    }
+    Ok(Some((data, self.store.clone(), self.run_id.clone())))
+  }
+
+  /// Records a failed append: every later flush fails with it.
+  pub fn fail(&mut self, e: DurableError) {
+    self.failed.get_or_insert(e);
+  }
 }
 
 /// A journaled tool call not yet covered by a turn checkpoint.

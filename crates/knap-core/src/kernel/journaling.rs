@@ -54,7 +54,12 @@ struct Cursor {
 
 pub struct DurableRun {
   pub run_id: String,
-  pub journal: tokio::sync::Mutex<Journal>,
+  /// Emitting only queues a line (short, never across an await).
+  journal: Mutex<Journal>,
+  /// Held while one append is in flight; the value is the sequence number of the last event known
+  /// to be durable. Events queued by concurrent callers while an append is in flight go out
+  /// together in the next one (a group commit: one fsync for several events of one step).
+  durable: tokio::sync::Mutex<usize>,
   cursor: Mutex<Cursor>,
   pub metered: bool,
 }
@@ -73,17 +78,55 @@ fn truncate_bytes(s: &str, max: usize) -> String {
 
 impl DurableRun {
   pub fn new(run_id: &str, journal: Journal, replay: Vec<ToolRecord>, metered: bool) -> Self {
+    let durable = journal.emitted();
     Self {
       run_id: run_id.into(),
-      journal: tokio::sync::Mutex::new(journal),
+      journal: Mutex::new(journal),
+      durable: tokio::sync::Mutex::new(durable),
       cursor: Mutex::new(Cursor { records: replay, next: 0, fatal: None }),
       metered,
     }
   }
 
+  /// Queues one event; returns its sequence number.
+  fn emit(&self, kind: &str, fields: Value) -> Result<usize, DurableError> {
+    let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+    j.emit(kind, fields)?;
+    Ok(j.emitted())
+  }
+
+  /// Returns once event `seq` (and so every event before it) is durable.
+  async fn flush_through(&self, seq: usize) -> Result<(), DurableError> {
+    let mut durable = self.durable.lock().await;
+    if *durable >= seq {
+      return Ok(());
+    }
+    // Let callers that are ready in the same poll (a parallel batch's intents) queue theirs first.
+    tokio::task::yield_now().await;
+    let batch = {
+      let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+      j.take_batch().map(|b| b.map(|b| (b, j.emitted())))
+    };
+    let Some(((data, store, run_id), through)) = batch? else { return Ok(()) };
+    match store.append(&run_id, data).await {
+      Ok(()) => {
+        *durable = through;
+        Ok(())
+      }
+      Err(e) => {
+        self.journal.lock().unwrap_or_else(|e| e.into_inner()).fail(e.clone());
+        Err(e)
+      }
+    }
+  }
+
+  async fn emit_flush(&self, kind: &str, fields: Value) -> Result<(), DurableError> {
+    let seq = self.emit(kind, fields)?;
+    self.flush_through(seq).await
+  }
+
   pub async fn call_started(&self, path: &str, provider: &str, model: &str) -> Result<(), DurableError> {
-    let mut j = self.journal.lock().await;
-    j.emit_flush("call_started", json!({"path": path, "kind": "model", "provider": provider, "model": model})).await
+    self.emit_flush("call_started", json!({"path": path, "kind": "model", "provider": provider, "model": model})).await
   }
 
   /// Queued: made durable by the next flush (a tool intent or the turn).
@@ -92,11 +135,11 @@ impl DurableRun {
     if self.metered {
       fields["settledAmount"] = json!(amount);
     }
-    self.journal.lock().await.emit("call_settled", fields)
+    self.emit("call_settled", fields).map(|_| ())
   }
 
   pub async fn call_abandoned(&self, path: &str) -> Result<(), DurableError> {
-    self.journal.lock().await.emit_flush("call_abandoned", json!({"path": path})).await
+    self.emit_flush("call_abandoned", json!({"path": path})).await
   }
 
   /// Matches an admitted call against the replay cursor (call order = journal order).
@@ -167,7 +210,7 @@ impl DurableRun {
   }
 
   pub async fn tool_intent(&self, id: &ToolIdentity) -> Result<(), DurableError> {
-    self.journal.lock().await.emit_flush("tool_intent", Value::Object(id.fields())).await
+    self.emit_flush("tool_intent", Value::Object(id.fields())).await
   }
 
   pub async fn tool_settled(&self, id: &ToolIdentity, text: &str, is_error: bool) -> Result<(), DurableError> {
@@ -182,15 +225,15 @@ impl DurableRun {
       fields.insert("outcome".into(), json!("returned"));
       fields.insert("value".into(), json!({"encoding": "json", "json": text}));
     }
-    self.journal.lock().await.emit_flush("tool_settled", Value::Object(fields)).await
+    self.emit_flush("tool_settled", Value::Object(fields)).await
   }
 
   pub async fn turn(&self, messages: Vec<Value>) -> Result<(), DurableError> {
-    self.journal.lock().await.emit_flush("turn", json!({"messages": messages})).await
+    self.emit_flush("turn", json!({"messages": messages})).await
   }
 
   pub async fn completed(&self, result: &Value) -> Result<(), DurableError> {
-    self.journal.lock().await.emit_flush("run_completed", json!({"result": result})).await
+    self.emit_flush("run_completed", json!({"result": result})).await
   }
 
   pub async fn failed(&self, code: &str, message: &str, receipt: &Value) -> Result<(), DurableError> {
@@ -199,7 +242,7 @@ impl DurableRun {
       "message": truncate_bytes(message, DURABLE_MAX_ERROR_MESSAGE_BYTES),
       "receipt": receipt
     });
-    self.journal.lock().await.emit_flush("run_failed", fields).await
+    self.emit_flush("run_failed", fields).await
   }
 }
 
@@ -214,4 +257,99 @@ pub fn error_code(message: &str) -> &'static str {
     return "cave_provider_credentials";
   }
   "cave_agent_run_failed"
+}
+
+#[cfg(test)]
+mod tests {
+  use std::sync::atomic::{AtomicUsize, Ordering};
+  use std::sync::Arc;
+
+  use super::*;
+  use crate::durable::store::{DiskStore, DurableStore};
+  use crate::exec::BoxFuture;
+
+  /// The disk store, counting appends; `fail_from` makes the n-th append and later ones fail.
+  struct Counting {
+    inner: Arc<DiskStore>,
+    appends: AtomicUsize,
+    fail_from: usize,
+  }
+
+  impl DurableStore for Counting {
+    fn load(&self, run_id: &str) -> BoxFuture<Result<Vec<String>, DurableError>> {
+      self.inner.load(run_id)
+    }
+    fn append(&self, run_id: &str, data: String) -> BoxFuture<Result<(), DurableError>> {
+      let n = self.appends.fetch_add(1, Ordering::SeqCst) + 1;
+      if n >= self.fail_from {
+        return Box::pin(async { Err(DurableError::coded("cave_durable_store_failed", "disk full")) });
+      }
+      self.inner.append(run_id, data)
+    }
+    fn acquire(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
+      self.inner.acquire(run_id)
+    }
+    fn release(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
+      self.inner.release(run_id)
+    }
+    fn close(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
+      self.inner.close(run_id)
+    }
+    fn list(&self) -> Option<BoxFuture<Result<Vec<String>, DurableError>>> {
+      None
+    }
+  }
+
+  fn identity(i: usize) -> ToolIdentity {
+    let digest = args_sha256(&json!({"q": i})).unwrap();
+    ToolIdentity {
+      path: String::new(),
+      tool_call_id: format!("c{i}"),
+      name: "lookup".into(),
+      effect: "read".into(),
+      idempotency_key: idempotency_key("r1", "", &format!("c{i}"), "lookup", &digest),
+      args_sha256: digest,
+    }
+  }
+
+  fn run_with(fail_from: usize) -> (tempfile::TempDir, Arc<Counting>, DurableRun) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Counting { inner: Arc::new(DiskStore::new(dir.path())), appends: AtomicUsize::new(0), fail_from });
+    let journal = Journal::new(store.clone(), "r1", 0, 0);
+    (dir, store, DurableRun::new("r1", journal, Vec::new(), false))
+  }
+
+  #[tokio::test]
+  async fn concurrent_events_of_one_step_share_one_append() {
+    let (_dir, store, run) = run_with(usize::MAX);
+    run.call_settled("", json!({}), 0.0).await.unwrap();
+    // A parallel batch: every intent is durable before its tool runs, all in one append.
+    let ids: Vec<ToolIdentity> = (0..6).map(identity).collect();
+    let results = futures::future::join_all(ids.iter().map(|id| run.tool_intent(id))).await;
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(store.appends.load(Ordering::SeqCst), 1, "one fsync for the queued settlement and six intents");
+    let lines = store.inner.load_sync("r1").unwrap();
+    assert_eq!(lines.len(), 7);
+    // Settlements: in order, each durable when its call returns.
+    let settled = futures::future::join_all(ids.iter().map(|id| run.tool_settled(id, "ok", false))).await;
+    assert!(settled.iter().all(Result::is_ok));
+    assert_eq!(store.inner.load_sync("r1").unwrap().len(), 13);
+    assert!(store.appends.load(Ordering::SeqCst) <= 3);
+    // A lone event still gets its own append.
+    run.turn(vec![]).await.unwrap();
+    assert_eq!(store.inner.load_sync("r1").unwrap().len(), 14);
+  }
+
+  #[tokio::test]
+  async fn a_failed_append_fails_every_caller_and_stays_failed() {
+    let (_dir, store, run) = run_with(2);
+    run.tool_intent(&identity(0)).await.unwrap();
+    let ids: Vec<ToolIdentity> = (1..4).map(identity).collect();
+    let results = futures::future::join_all(ids.iter().map(|id| run.tool_intent(id))).await;
+    assert!(results.iter().all(|r| r.as_ref().is_err_and(|e| e.message == "cave_durable_store_failed: disk full")));
+    let appends = store.appends.load(Ordering::SeqCst);
+    assert_eq!(run.turn(vec![]).await.unwrap_err().message, "cave_durable_store_failed: disk full");
+    assert_eq!(store.appends.load(Ordering::SeqCst), appends, "no append after the failure");
+    assert_eq!(store.inner.load_sync("r1").unwrap().len(), 1, "only what was acknowledged");
+  }
 }

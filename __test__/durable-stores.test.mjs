@@ -315,6 +315,14 @@ const LEASE_CONTRACT = {
     assert.equal((await b.leaseRows("close-1")).length, 1);
     await release();
     assert.equal((await b.leaseRows("close-1")).length, 0);
+    // A release function kept past a later acquire of the same instance releases nothing.
+    const stale = await s1.acquire("close-1");
+    await stale();
+    const fresh = await s1.acquire("close-1");
+    await stale();
+    await rejectsWith(s2.acquire("close-1"), "cave_durable_run_locked");
+    await fresh();
+    assert.equal((await b.leaseRows("close-1")).length, 0);
   },
 };
 

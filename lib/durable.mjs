@@ -191,8 +191,12 @@ export class SqlDurableStore {
         });
     }, Math.floor(this.#ttl / 3));
     timer.unref?.();
-    this.#leases.set(runId, { owner, timer });
-    return async () => this.close(runId);
+    const lease = { owner, timer };
+    this.#leases.set(runId, lease);
+    // Releases this lease only: a release function kept past a later acquire is a no-op.
+    return async () => {
+      if (this.#leases.get(runId) === lease) await this.close(runId);
+    };
   }
 
   async close(runId) {

@@ -1,6 +1,7 @@
 //! The kernel's side of a durable run: what it journals at each barrier, and the positional
 //! replay cursor over tool calls a crashed attempt journaled but never checkpointed.
 
+use std::collections::HashSet;
 use std::sync::Mutex;
 
 use serde_json::{json, Value};
@@ -50,6 +51,10 @@ struct Cursor {
   records: Vec<ToolRecord>,
   next: usize,
   fatal: Option<String>,
+  /// `(path, toolCallId)` of the tool records not yet covered by a `turn` checkpoint (the
+  /// crashed attempt's included): a second intent with one of them would make the journal
+  /// unreadable ("duplicate tool intent identity"), so it is refused instead.
+  open: HashSet<(String, String)>,
 }
 
 pub struct DurableRun {
@@ -83,7 +88,12 @@ impl DurableRun {
       run_id: run_id.into(),
       journal: Mutex::new(journal),
       durable: tokio::sync::Mutex::new(durable),
-      cursor: Mutex::new(Cursor { records: replay, next: 0, fatal: None }),
+      cursor: Mutex::new(Cursor {
+        open: replay.iter().map(|r| (r.path.clone(), r.tool_call_id.clone())).collect(),
+        records: replay,
+        next: 0,
+        fatal: None,
+      }),
       metered,
     }
   }
@@ -183,6 +193,12 @@ impl DurableRun {
         None => ToolPlan::Redrive(identity),
       };
     }
+    if !c.open.insert((path.to_string(), tool_call_id.to_string())) {
+      // The provider reused a call id within one step (`cave_durable_tool_call_id_reused`).
+      let text = format!("cave_durable_tool_call_id_reused:{name}:{tool_call_id}");
+      c.fatal.get_or_insert(text.clone());
+      return ToolPlan::Mismatch(text);
+    }
     let key = idempotency_key(&self.run_id, path, tool_call_id, name, &digest);
     ToolPlan::Fresh(ToolIdentity {
       path: path.into(),
@@ -228,7 +244,20 @@ impl DurableRun {
     self.emit_flush("tool_settled", Value::Object(fields)).await
   }
 
+  /// The `turn` checkpoint. It commits every journaled tool record before it, so it must not be
+  /// written while a replayed attempt's unsettled record is still waiting for its call (the
+  /// journal would read back as corrupt): the run fails with the first unreconciled record instead.
   pub async fn turn(&self, messages: Vec<Value>) -> Result<(), DurableError> {
+    {
+      let mut c = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+      if let Some(r) = c.records[c.next..].iter().find(|r| r.settled.is_none()) {
+        let text = format!("cave_durable_tool_replay_incomplete:{}:{}", r.name, r.tool_call_id);
+        let text = c.fatal.get_or_insert(text).clone();
+        let code = text.split(':').next().unwrap_or("cave_durable_tool_replay_incomplete").to_string();
+        return Err(DurableError::new(code, text));
+      }
+      c.open.clear();
+    }
     self.emit_flush("turn", json!({"messages": messages})).await
   }
 

@@ -553,4 +553,43 @@ mod durable {
     assert!(e.pre_run);
     assert_eq!(e.code.as_deref(), Some("cave_durable_run_locked"));
   }
+
+  /// A run must never write a journal it cannot read back: a re-driven turn that leaves an
+  /// unsettled journaled call behind fails the run before its `turn` checkpoint would cross it.
+  #[tokio::test]
+  async fn a_re_driven_turn_that_skips_an_unsettled_call_fails_readably() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    let both = vec![turn("", &[("lookup", json!({"q": "a"})), ("lookup", json!({"q": "b"}))]), turn("done", &[])];
+    go_durable(Arc::new(FakeHost::new(both)), agent(tools("read"), json!({})), &store).await.unwrap();
+    // Crash with the parallel reads' intents durable and only the first settled.
+    crash_after(&store, "tool_settled", 1);
+    // The re-driven model asks for the first read only, then answers.
+    let host = Arc::new(FakeHost::new(vec![turn("", &[("lookup", json!({"q": "a"}))]), turn("done", &[])]));
+    let e = go_durable(host.clone(), agent(tools("read"), json!({})), &store).await.unwrap_err();
+    assert!(e.message.starts_with("cave_durable_tool_replay_incomplete:lookup:c1-lookup"), "{}", e.message);
+    assert!(host.tool_log.lock().unwrap().is_empty(), "the settled read replayed");
+    let kinds: Vec<String> = journal(&store).iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "turn").count(), 0, "no checkpoint crossed the unsettled call");
+    // The failure is the run's journaled outcome and replays as such.
+    let again = go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("read"), json!({})), &store).await.unwrap_err();
+    assert_eq!(again.message, e.message);
+  }
+
+  /// Two calls with one id in one step would journal duplicate intents (unreadable): refused.
+  #[tokio::test]
+  async fn a_call_id_reused_within_a_step_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    let mut dup = turn("", &[("lookup", json!({"q": "a"})), ("lookup", json!({"q": "b"}))]);
+    dup["content"][1]["id"] = json!("c0-lookup");
+    // Across steps the same id is fine (providers that number calls per turn).
+    let script = vec![turn("", &[("lookup", json!({"q": "x"}))]), dup, turn("done", &[])];
+    let host = Arc::new(FakeHost::new(script));
+    let e = go_durable(host.clone(), agent(tools("read"), json!({})), &store).await.unwrap_err();
+    assert!(e.message.starts_with("cave_durable_tool_call_id_reused:lookup:c0-lookup"), "{}", e.message);
+    assert_eq!(host.calls.lock().unwrap().len(), 2, "no provider call after the refusal");
+    let again = go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("read"), json!({})), &store).await.unwrap_err();
+    assert_eq!(again.message, e.message, "the journal reads back");
+  }
 }

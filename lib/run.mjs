@@ -360,7 +360,9 @@ async function* runEvents(definition, content, options, quiet, input) {
   // last event (run_end / run_error) has come through it.
   keepAlive = setInterval(() => {}, 2 ** 30);
   let started;
-  if (LOCAL) {
+  // A durable run reads and checks its journal before the first turn (tens of ms for a long
+  // journal): that stays on a runtime worker, off the event loop.
+  if (LOCAL && durableSpec === undefined) {
     started = localOutcome;
     settleLocal(nativeRun.startLocal(JSON.stringify(graph), JSON.stringify(runSpec), dispatch));
   } else {

@@ -22,7 +22,12 @@ type Result<T> = std::result::Result<T, napi::Error<ErrorCode>>;
 /// (napi's async errors cannot carry a custom code); `lib/ai-sdk/native.mjs` decodes it.
 
 fn to_async<T>(r: Result<T>) -> napi::Result<T> {
-  r.map_err(|e| napi::Error::new(napi::Status::GenericFailure, format!("knap:{}:{}", e.status.0, e.reason)))
+  r.map_err(|e| {
+    napi::Error::new(
+      napi::Status::GenericFailure,
+      format!("knap:{}:{}", e.status.0, e.reason),
+    )
+  })
 }
 
 #[napi(object)]
@@ -64,7 +69,10 @@ pub struct BindingReadOptions {
 }
 
 fn threads() -> usize {
-  std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8)
+  std::thread::available_parallelism()
+    .map(|n| n.get())
+    .unwrap_or(2)
+    .min(8)
 }
 
 fn coded(code: &str, message: impl Into<String>) -> napi::Error<ErrorCode> {
@@ -72,7 +80,9 @@ fn coded(code: &str, message: impl Into<String>) -> napi::Error<ErrorCode> {
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
-  tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| Err(coded("cave_internal", e.to_string())))
+  tokio::task::spawn_blocking(f)
+    .await
+    .unwrap_or_else(|e| Err(coded("cave_internal", e.to_string())))
 }
 
 fn core<T>(r: std::result::Result<T, ToolError>) -> Result<T> {
@@ -84,7 +94,11 @@ fn non_negative(v: Option<f64>) -> Option<u64> {
 }
 
 /// Sets `stop` when `cancel` fires or `timeout` passes; the returned handle ends the watch.
-fn watch(stop: Arc<AtomicBool>, cancel: CancellationToken, timeout: Option<Duration>) -> tokio::task::JoinHandle<()> {
+fn watch(
+  stop: Arc<AtomicBool>,
+  cancel: CancellationToken,
+  timeout: Option<Duration>,
+) -> tokio::task::JoinHandle<()> {
   tokio::spawn(async move {
     match timeout {
       Some(t) => tokio::select! {
@@ -125,20 +139,32 @@ impl NativeSandbox {
     }
     let inner = LocalSandbox::new(options.workspace, env);
     core(inner.workspace().root())?;
-    Ok(Self { inner: Arc::new(inner) })
+    Ok(Self {
+      inner: Arc::new(inner),
+    })
   }
 
   /// The canonical workspace directory.
   #[napi(getter)]
   pub fn root(&self) -> Result<String> {
-    Ok(core(self.inner.workspace().root())?.path.to_string_lossy().into_owned())
+    Ok(
+      core(self.inner.workspace().root())?
+        .path
+        .to_string_lossy()
+        .into_owned(),
+    )
   }
 
   /// The canonical absolute path of `path` (relative to the workspace); throws
   /// `cave_workspace_escape` outside it.
   #[napi]
   pub fn resolve(&self, path: String) -> Result<String> {
-    Ok(core(self.inner.resolve(&path))?.abs.to_string_lossy().into_owned())
+    Ok(
+      core(self.inner.resolve(&path))?
+        .abs
+        .to_string_lossy()
+        .into_owned(),
+    )
   }
 
   /// Runs `/bin/sh -c command`; each stream comes back through `middleTruncate` at
@@ -153,10 +179,21 @@ impl NativeSandbox {
     cancel: Option<&CancelToken>,
   ) -> napi::Result<BindingExecResult> {
     let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
-    let timeout = non_negative(timeout_ms).map(Duration::from_millis).unwrap_or(Duration::from_secs(24 * 3600));
+    let timeout = non_negative(timeout_ms)
+      .map(Duration::from_millis)
+      .unwrap_or(Duration::from_secs(24 * 3600));
     let max = non_negative(max_output_length).unwrap_or(10_000_000).min(1 << 30) as usize;
     let out = to_async(core(
-      self.inner.exec(ExecOptions { command, cwd, timeout, max_output_units: max, cancel: token }).await,
+      self
+        .inner
+        .exec(ExecOptions {
+          command,
+          cwd,
+          timeout,
+          max_output_units: max,
+          cancel: token,
+        })
+        .await,
     ))?;
     Ok(BindingExecResult {
       stdout: out.stdout,
@@ -194,7 +231,12 @@ impl NativeSandbox {
     to_async(
       blocking(move || {
         let s = core(sb.stat(&path))?;
-        Ok(BindingStat { exists: s.exists, is_directory: s.is_dir, is_file: s.is_file, size: s.size as f64 })
+        Ok(BindingStat {
+          exists: s.exists,
+          is_directory: s.is_dir,
+          is_file: s.is_file,
+          size: s.size as f64,
+        })
       })
       .await,
     )
@@ -228,7 +270,9 @@ impl NativeSandbox {
       let v = match core(sb.read(&path, &opts))? {
         ReadOutcome::Missing => json!({ "kind": "missing" }),
         ReadOutcome::TooLarge { total_lines } => json!({ "kind": "too_large", "total_lines": total_lines }),
-        ReadOutcome::Directory(entries) => json!({ "type": "directory", "count": entries.len(), "entries": entries }),
+        ReadOutcome::Directory(entries) => {
+          json!({ "type": "directory", "count": entries.len(), "entries": entries })
+        }
         ReadOutcome::Text(t) => {
           let lines: Vec<Value> = t
             .lines
@@ -267,7 +311,11 @@ impl NativeSandbox {
     let given = dir.unwrap_or_else(|| ".".to_string());
     let resolved = to_async(core(self.inner.resolve(&given)))?;
     let stop = Arc::new(AtomicBool::new(false));
-    let watcher = watch(stop.clone(), token.clone(), non_negative(timeout_ms).map(Duration::from_millis));
+    let watcher = watch(
+      stop.clone(),
+      token.clone(),
+      non_negative(timeout_ms).map(Duration::from_millis),
+    );
     let search_stop = stop.clone();
     let out = blocking(move || {
       let meta = std::fs::metadata(&resolved.abs)
@@ -276,11 +324,19 @@ impl NativeSandbox {
         let e = std::io::Error::from_raw_os_error(20); // ENOTDIR
         return Err(coded_error(ToolError::from_io(&e, "scandir", &resolved.abs)));
       }
-      let found = glob(&GlobRequest { dir: &resolved.abs, pattern: &pattern, threads: threads(), stop: &search_stop })
-        .map_err(|e| coded("cave_glob_pattern", e.to_string()))?;
+      let found = glob(&GlobRequest {
+        dir: &resolved.abs,
+        pattern: &pattern,
+        threads: threads(),
+        stop: &search_stop,
+      })
+      .map_err(|e| coded("cave_glob_pattern", e.to_string()))?;
       let display = display_of(&given);
       let sep = if display.ends_with('/') { "" } else { "/" };
-      let matches: Vec<String> = found.into_iter().map(|m| format!("{display}{sep}{}", m.rel)).collect();
+      let matches: Vec<String> = found
+        .into_iter()
+        .map(|m| format!("{display}{sep}{}", m.rel))
+        .collect();
       Ok(json!({ "matches": matches, "stopped": search_stop.load(Ordering::Relaxed) }).to_string())
     })
     .await;
@@ -298,13 +354,22 @@ impl NativeSandbox {
   #[napi]
   pub async fn grep(&self, options_json: String, cancel: Option<&CancelToken>) -> napi::Result<String> {
     let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
-    let o: Value =
-      to_async(serde_json::from_str(&options_json).map_err(|e| coded("cave_tool_arguments_invalid", e.to_string())))?;
+    let o: Value = to_async(
+      serde_json::from_str(&options_json).map_err(|e| coded("cave_tool_arguments_invalid", e.to_string())),
+    )?;
     let s = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
-    let n = |k: &str| o.get(k).and_then(Value::as_f64).filter(|x| x.is_finite()).map(|x| x.max(0.0).floor() as usize);
+    let n = |k: &str| {
+      o.get(k)
+        .and_then(Value::as_f64)
+        .filter(|x| x.is_finite())
+        .map(|x| x.max(0.0).floor() as usize)
+    };
     let b = |k: &str| o.get(k).and_then(Value::as_bool).unwrap_or(false);
-    let pattern = to_async(s("pattern").ok_or_else(|| coded("cave_tool_arguments_invalid", "pattern is required")))?;
-    let given = s("path").filter(|p| !p.is_empty()).unwrap_or_else(|| ".".to_string());
+    let pattern =
+      to_async(s("pattern").ok_or_else(|| coded("cave_tool_arguments_invalid", "pattern is required")))?;
+    let given = s("path")
+      .filter(|p| !p.is_empty())
+      .unwrap_or_else(|| ".".to_string());
     let resolved = to_async(core(self.inner.resolve(&given)))?;
     let root = to_async(core(self.inner.workspace().root()))?.path.clone();
     let mode = match s("output_mode").as_deref() {
@@ -347,10 +412,15 @@ impl NativeSandbox {
         coded(code, e.to_string())
       })?;
       let v = match result.output {
-        SearchOutput::Files(files) => json!({ "files": files, "count": files.len(), "stopped": result.stopped }),
+        SearchOutput::Files(files) => {
+          json!({ "files": files, "count": files.len(), "stopped": result.stopped })
+        }
         SearchOutput::Counts(counts) => {
           let total: u64 = counts.iter().map(|(_, c)| c).sum();
-          let list: Vec<Value> = counts.into_iter().map(|(file, count)| json!({ "file": file, "count": count })).collect();
+          let list: Vec<Value> = counts
+            .into_iter()
+            .map(|(file, count)| json!({ "file": file, "count": count }))
+            .collect();
           json!({ "counts": list, "total": total, "stopped": result.stopped })
         }
         SearchOutput::Content(matches) => {
@@ -384,4 +454,3 @@ impl NativeSandbox {
     to_async(out)
   }
 }
-

@@ -22,7 +22,9 @@ pub struct NativeDiskStore {
 impl NativeDiskStore {
   #[napi(constructor)]
   pub fn new(root: String) -> Self {
-    Self { inner: Arc::new(DiskStore::new(root)) }
+    Self {
+      inner: Arc::new(DiskStore::new(root)),
+    }
   }
 
   #[napi(getter)]

@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use knap_core::durable::store::{DiskStore, DurableStore};
+use knap_core::durable::DurableError;
 use knap_core::exec::BoxFuture;
 use knap_core::kernel::host::{Host, HostToolCall, ModelCall};
 use knap_core::kernel::spec::{AgentSpec, RunOptionsSpec};
-use knap_core::durable::store::{DiskStore, DurableStore};
-use knap_core::durable::DurableError;
 use knap_core::kernel::{definition_sha256, run_agent, DurableSetup, Prepared};
 use knap_core::policy::ToolPolicy;
 use knap_core::tools::ShellTools;
@@ -61,21 +61,39 @@ impl Replies {
 
 impl JsHost {
   fn send(&self, msg: Value) {
-    let _ = self.dispatch.call(msg.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
+    let _ = self
+      .dispatch
+      .call(msg.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
   }
 
   /// Sends `msg` with a `reply` id; JS answers with `NativeRun.reply(id, ok, text)`.
   fn request(&self, mut msg: Value) -> BoxFuture<std::result::Result<String, String>> {
-    let Some(replies) = self.replies.clone() else { return self.ask(msg) };
+    let Some(replies) = self.replies.clone() else {
+      return self.ask(msg);
+    };
     let id = replies.next.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = tokio::sync::oneshot::channel();
-    replies.waiting.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
+    replies
+      .waiting
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .insert(id, tx);
     msg["reply"] = json!(id);
-    let status = self.dispatch.call(msg.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
+    let status = self
+      .dispatch
+      .call(msg.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
     if status != Status::Ok {
-      replies.settle(id, Err(format!("cave_internal: the run's dispatcher is closed ({status})")));
+      replies.settle(
+        id,
+        Err(format!(
+          "cave_internal: the run's dispatcher is closed ({status})"
+        )),
+      );
     }
-    Box::pin(async move { rx.await.unwrap_or_else(|_| Err("cave_internal: the request was dropped".into())) })
+    Box::pin(async move {
+      rx.await
+        .unwrap_or_else(|_| Err("cave_internal: the request was dropped".into()))
+    })
   }
 
   fn ask(&self, msg: Value) -> BoxFuture<std::result::Result<String, String>> {
@@ -103,7 +121,8 @@ impl Host for JsHost {
     }));
     Box::pin(async move {
       let text = reply.await?;
-      serde_json::from_str(&text).map_err(|e| format!("cave_provider_terminal_error: unreadable assistant message: {e}"))
+      serde_json::from_str(&text)
+        .map_err(|e| format!("cave_provider_terminal_error: unreadable assistant message: {e}"))
     })
   }
 
@@ -155,12 +174,26 @@ struct JsStore {
 }
 
 impl JsStore {
-  fn op(&self, op: &'static str, run_id: &str, data: Option<String>) -> BoxFuture<std::result::Result<String, DurableError>> {
-    let host = JsHost { dispatch: self.dispatch.clone(), policy: None, replies: None };
+  fn op(
+    &self,
+    op: &'static str,
+    run_id: &str,
+    data: Option<String>,
+  ) -> BoxFuture<std::result::Result<String, DurableError>> {
+    let host = JsHost {
+      dispatch: self.dispatch.clone(),
+      policy: None,
+      replies: None,
+    };
     let reply = host.ask(json!({"k": "store", "op": op, "runId": run_id, "data": data}));
     Box::pin(async move {
       reply.await.map_err(|message| {
-        let code = message.split(':').next().filter(|c| c.starts_with("cave_")).unwrap_or("cave_durable_store_failed").to_string();
+        let code = message
+          .split(':')
+          .next()
+          .filter(|c| c.starts_with("cave_"))
+          .unwrap_or("cave_durable_store_failed")
+          .to_string();
         DurableError::new(code, message)
       })
     })
@@ -172,8 +205,12 @@ impl DurableStore for JsStore {
     let f = self.op("load", run_id, None);
     Box::pin(async move {
       let text = f.await?;
-      serde_json::from_str::<Vec<String>>(&text)
-        .map_err(|_| DurableError::coded("cave_durable_store_failed", "load must resolve to an array of strings"))
+      serde_json::from_str::<Vec<String>>(&text).map_err(|_| {
+        DurableError::coded(
+          "cave_durable_store_failed",
+          "load must resolve to an array of strings",
+        )
+      })
     })
   }
 
@@ -250,7 +287,10 @@ impl std::task::Wake for LocalWake {
     }
     if !self.scheduled.swap(true, Ordering::SeqCst) {
       if let Some(dispatch) = self.dispatch.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        let _ = dispatch.call(r#"{"k":"pump"}"#.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
+        let _ = dispatch.call(
+          r#"{"k":"pump"}"#.to_string(),
+          ThreadsafeFunctionCallMode::NonBlocking,
+        );
       }
     }
   }
@@ -260,7 +300,11 @@ impl std::task::Wake for LocalWake {
 impl NativeRun {
   #[napi(constructor)]
   pub fn new() -> Self {
-    Self { cancel: CancellationToken::new(), replies: Arc::new(Replies::default()), local: Local::default() }
+    Self {
+      cancel: CancellationToken::new(),
+      replies: Arc::new(Replies::default()),
+      local: Local::default(),
+    }
   }
 
   /// Answers request `id` (a model turn or a JS tool call): `ok` with its text, or the error message.
@@ -316,8 +360,20 @@ impl NativeRun {
   /// Runs the agent described by `agentJson` with `optionsJson`. `dispatch` receives JSON
   /// messages `{k: "event" | "model" | "tool" | "abortTool" | "policy" | "output", …}`.
   #[napi]
-  pub async fn start(&self, agent_json: String, options_json: String, dispatch: Arc<JsPolicyFn>) -> BindingRunOutcome {
-    run_outcome(agent_json, options_json, dispatch, self.cancel.clone(), self.replies.clone()).await
+  pub async fn start(
+    &self,
+    agent_json: String,
+    options_json: String,
+    dispatch: Arc<JsPolicyFn>,
+  ) -> BindingRunOutcome {
+    run_outcome(
+      agent_json,
+      options_json,
+      dispatch,
+      self.cancel.clone(),
+      self.replies.clone(),
+    )
+    .await
   }
 
   /// `start`, but the kernel future is polled on this (the JS) thread: a model turn or a JS tool
@@ -327,8 +383,19 @@ impl NativeRun {
   /// `null`; `reply()` and `pump()` return it the same way. The caller keeps the event loop alive
   /// while a run is pending.
   #[napi]
-  pub fn start_local(&self, agent_json: String, options_json: String, dispatch: Arc<JsPolicyFn>) -> Option<BindingRunOutcome> {
-    let future = run_outcome(agent_json, options_json, dispatch.clone(), self.cancel.clone(), self.replies.clone());
+  pub fn start_local(
+    &self,
+    agent_json: String,
+    options_json: String,
+    dispatch: Arc<JsPolicyFn>,
+  ) -> Option<BindingRunOutcome> {
+    let future = run_outcome(
+      agent_json,
+      options_json,
+      dispatch.clone(),
+      self.cancel.clone(),
+      self.replies.clone(),
+    );
     {
       let mut slot = self.local.future.lock().unwrap_or_else(|e| e.into_inner());
       *slot = Some(Box::pin(future));
@@ -346,11 +413,11 @@ impl NativeRun {
 }
 
 async fn run_outcome(
-agent_json: String,
-options_json: String,
-dispatch: Arc<JsPolicyFn>,
-cancel: CancellationToken,
-replies: Arc<Replies>,
+  agent_json: String,
+  options_json: String,
+  dispatch: Arc<JsPolicyFn>,
+  cancel: CancellationToken,
+  replies: Arc<Replies>,
 ) -> BindingRunOutcome {
   let options_error = |code: &str, message: String| BindingRunOutcome {
     phase: "options".into(),
@@ -361,11 +428,21 @@ replies: Arc<Replies>,
   };
   let agent: AgentSpec = match serde_json::from_str(&agent_json) {
     Ok(a) => a,
-    Err(e) => return options_error("cave_agent_definition_invalid", format!("cave_agent_definition_invalid: {e}")),
+    Err(e) => {
+      return options_error(
+        "cave_agent_definition_invalid",
+        format!("cave_agent_definition_invalid: {e}"),
+      )
+    }
   };
   let options: RunOptionsSpec = match serde_json::from_str(&options_json) {
     Ok(o) => o,
-    Err(e) => return options_error("cave_run_options_invalid", format!("cave_run_options_invalid: {e}")),
+    Err(e) => {
+      return options_error(
+        "cave_run_options_invalid",
+        format!("cave_run_options_invalid: {e}"),
+      )
+    }
   };
   let has_policy = options.has_policy;
   let durable_options: Option<BindingDurable> = serde_json::from_str::<Value>(&options_json)
@@ -377,17 +454,31 @@ replies: Arc<Replies>,
     Ok(p) => p,
     Err(e) => return options_error(&e.code, e.message),
   };
-  let policy: Option<Arc<dyn ToolPolicy>> =
-    if has_policy { Some(Arc::new(JsPolicy::enveloped(dispatch.clone()))) } else { None };
+  let policy: Option<Arc<dyn ToolPolicy>> = if has_policy {
+    Some(Arc::new(JsPolicy::enveloped(dispatch.clone())))
+  } else {
+    None
+  };
   let durable = durable_options.map(|d| {
     let store: Arc<dyn DurableStore> = match d.store {
       BindingStoreRef::Disk { root } => Arc::new(Arc::new(DiskStore::new(root))),
-      BindingStoreRef::Js => Arc::new(JsStore { dispatch: dispatch.clone() }),
+      BindingStoreRef::Js => Arc::new(JsStore {
+        dispatch: dispatch.clone(),
+      }),
     };
     let agent_value: Value = serde_json::from_str(&agent_json).unwrap_or_default();
-    DurableSetup { store, definition_sha256: definition_sha256(&agent_value), input: d.input, session_id: d.session_id }
+    DurableSetup {
+      store,
+      definition_sha256: definition_sha256(&agent_value),
+      input: d.input,
+      session_id: d.session_id,
+    }
   });
-  let host = Arc::new(JsHost { dispatch, policy, replies: Some(replies) });
+  let host = Arc::new(JsHost {
+    dispatch,
+    policy,
+    replies: Some(replies),
+  });
   match run_agent(host, agent, prepared, cancel, durable).await {
     Err(f) if f.pre_run => BindingRunOutcome {
       phase: "options".into(),

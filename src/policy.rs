@@ -16,7 +16,8 @@ use napi_derive::napi;
 
 /// `(inputJson: string) => string | Promise<string>`
 #[napi]
-pub type JsPolicyFn = ThreadsafeFunction<String, Either<Promise<String>, String>, String, Status, false, true>;
+pub type JsPolicyFn =
+  ThreadsafeFunction<String, Either<Promise<String>, String>, String, Status, false, true>;
 
 /// A policy over a JS function. Enveloped policies share a run's dispatcher and are sent
 /// `{"k":"policy","input":…}` instead of the bare input.
@@ -38,7 +39,9 @@ impl JsPolicy {
 pub(crate) fn decode_answer(s: &str) -> PolicyAnswer {
   match s.as_bytes().first() {
     Some(b'u') => PolicyAnswer::Undefined,
-    Some(b'j') => serde_json::from_str(&s[1..]).map(PolicyAnswer::Value).unwrap_or(PolicyAnswer::Value(serde_json::Value::Bool(false))),
+    Some(b'j') => serde_json::from_str(&s[1..])
+      .map(PolicyAnswer::Value)
+      .unwrap_or(PolicyAnswer::Value(serde_json::Value::Bool(false))),
     // Not JSON-representable (a function, a symbol, a BigInt): never a valid decision.
     _ => PolicyAnswer::Value(serde_json::Value::Bool(false)),
   }
@@ -48,7 +51,11 @@ impl ToolPolicy for JsPolicy {
   fn evaluate(&self, input: &PolicyInput) -> BoxFuture<std::result::Result<PolicyAnswer, String>> {
     let f = self.f.clone();
     let input = serde_json::to_value(input).unwrap_or_default();
-    let json = if self.enveloped { serde_json::json!({"k": "policy", "input": input}).to_string() } else { input.to_string() };
+    let json = if self.enveloped {
+      serde_json::json!({"k": "policy", "input": input}).to_string()
+    } else {
+      input.to_string()
+    };
     Box::pin(async move {
       let raw = match f.call_async_catch(json).await {
         Err(e) => return Err(e.reason.clone()),
@@ -72,17 +79,38 @@ pub struct BindingDecision {
 
 /// Evaluates a policy once. `timeoutMs` defaults to `TOOL_POLICY_TIMEOUT_MS`.
 #[napi]
-pub async fn decide_tool_call_native(policy: Arc<JsPolicyFn>, input_json: String, timeout_ms: Option<u32>) -> BindingDecision {
+pub async fn decide_tool_call_native(
+  policy: Arc<JsPolicyFn>,
+  input_json: String,
+  timeout_ms: Option<u32>,
+) -> BindingDecision {
   let input: PolicyInput = match parse_input(&input_json) {
     Ok(i) => i,
     Err(message) => {
-      return BindingDecision { outcome: "error".into(), reason: None, code: Some("cave_tool_policy_input_invalid".into()), cause: Some(message) }
+      return BindingDecision {
+        outcome: "error".into(),
+        reason: None,
+        code: Some("cave_tool_policy_input_invalid".into()),
+        cause: Some(message),
+      }
     }
   };
-  let timeout = timeout_ms.map(|ms| Duration::from_millis(ms as u64)).unwrap_or_else(knap_core::policy::default_timeout);
+  let timeout = timeout_ms
+    .map(|ms| Duration::from_millis(ms as u64))
+    .unwrap_or_else(knap_core::policy::default_timeout);
   match decide_tool_call(&JsPolicy::bare(policy), &input, timeout).await {
-    Ok(None) => BindingDecision { outcome: "allow".into(), reason: None, code: None, cause: None },
-    Ok(Some(d)) => BindingDecision { outcome: "deny".into(), reason: Some(d.reason), code: None, cause: None },
+    Ok(None) => BindingDecision {
+      outcome: "allow".into(),
+      reason: None,
+      code: None,
+      cause: None,
+    },
+    Ok(Some(d)) => BindingDecision {
+      outcome: "deny".into(),
+      reason: Some(d.reason),
+      code: None,
+      cause: None,
+    },
     Err(e) => BindingDecision {
       outcome: "error".into(),
       reason: None,
@@ -104,7 +132,10 @@ fn parse_input(json: &str) -> std::result::Result<PolicyInput, String> {
       .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
       .unwrap_or_default(),
     tool_call_id: s("toolCallId"),
-    parent_tool_call_id: v.get("parentToolCallId").and_then(|x| x.as_str()).map(str::to_string),
+    parent_tool_call_id: v
+      .get("parentToolCallId")
+      .and_then(|x| x.as_str())
+      .map(str::to_string),
     name: s("name"),
     effect: s("effect"),
     args: v.get("args").cloned().unwrap_or(serde_json::Value::Null),

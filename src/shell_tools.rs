@@ -44,8 +44,20 @@ pub struct BindingToolResult {
 impl BindingToolResult {
   pub fn from_core(r: std::result::Result<knap_core::tools::ToolOutput, knap_core::ToolError>) -> Self {
     match r {
-      Ok(out) => Self { ok: true, text: Some(out.text), label: out.label, code: None, message: None },
-      Err(e) => Self { ok: false, text: None, label: None, code: Some(e.code), message: Some(e.message) },
+      Ok(out) => Self {
+        ok: true,
+        text: Some(out.text),
+        label: out.label,
+        code: None,
+        message: None,
+      },
+      Err(e) => Self {
+        ok: false,
+        text: None,
+        label: None,
+        code: Some(e.code),
+        message: Some(e.message),
+      },
     }
   }
 }
@@ -60,7 +72,9 @@ pub struct CancelToken {
 impl CancelToken {
   #[napi(constructor)]
   pub fn new() -> Self {
-    Self { token: CancellationToken::new() }
+    Self {
+      token: CancellationToken::new(),
+    }
   }
 
   #[napi]
@@ -141,12 +155,19 @@ impl NativeShellTools {
 
   /// Runs one tool off the JS thread. `inputJson` is the tool input as JSON text.
   #[napi]
-  pub async fn execute(&self, name: String, input_json: String, cancel: Option<&CancelToken>) -> BindingToolResult {
+  pub async fn execute(
+    &self,
+    name: String,
+    input_json: String,
+    cancel: Option<&CancelToken>,
+  ) -> BindingToolResult {
     let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
     let tools = self.inner.clone();
     let input: serde_json::Value = match serde_json::from_str(&input_json) {
       Ok(v) => v,
-      Err(_) => return BindingToolResult::from_core(Err(knap_core::ToolError::coded("cave_tool_arguments_invalid"))),
+      Err(_) => {
+        return BindingToolResult::from_core(Err(knap_core::ToolError::coded("cave_tool_arguments_invalid")))
+      }
     };
     BindingToolResult::from_core(tools.execute(&name, &input, token).await)
   }

@@ -40,7 +40,10 @@ fn main() {
     budget_sha256: text("budgetSha256"),
   };
   let mut pending_lines = lines.clone();
-  while pending_lines.last().is_some_and(|l| l.contains("\"type\":\"run_completed\"") || l.contains("\"type\":\"run_failed\"")) {
+  while pending_lines
+    .last()
+    .is_some_and(|l| l.contains("\"type\":\"run_completed\"") || l.contains("\"type\":\"run_failed\""))
+  {
     pending_lines.pop();
   }
   let (mut load, mut completed, mut pending, mut messages) = (Vec::new(), Vec::new(), Vec::new(), 0);
@@ -52,7 +55,10 @@ fn main() {
     let t = Instant::now();
     let state = analyze(&loaded, &expected).expect("analyze");
     completed.push(t.elapsed().as_secs_f64() * 1e3);
-    assert!(matches!(state, JournalState::Completed { .. } | JournalState::Failed { .. } | JournalState::Pending(_)));
+    assert!(matches!(
+      state,
+      JournalState::Completed { .. } | JournalState::Failed { .. } | JournalState::Pending(_)
+    ));
     let t = Instant::now();
     let state = analyze(&pending_lines, &expected).expect("analyze pending");
     pending.push(t.elapsed().as_secs_f64() * 1e3);

@@ -32,9 +32,24 @@ pub struct CapRequest<'a> {
 
 impl<'a> CapRequest<'a> {
   /// A request over a whole, already-built text.
-  pub fn whole(text: String, max_bytes: usize, direction: Direction, label: &'a str, complete: bool, recovery: Recovery<'a>) -> Self {
+  pub fn whole(
+    text: String,
+    max_bytes: usize,
+    direction: Direction,
+    label: &'a str,
+    complete: bool,
+    recovery: Recovery<'a>,
+  ) -> Self {
     let total = text.len();
-    Self { text: text.into_bytes(), total, max_bytes, direction, label, complete, recovery }
+    Self {
+      text: text.into_bytes(),
+      total,
+      max_bytes,
+      direction,
+      label,
+      complete,
+      recovery,
+    }
   }
 }
 
@@ -46,13 +61,19 @@ pub fn cap_tool_output(req: CapRequest<'_>) -> String {
   if total <= req.max_bytes && req.complete && whole {
     return String::from_utf8_lossy(&req.text).into_owned();
   }
-  let source = if req.complete { text::SOURCE_COMPLETE } else { text::SOURCE_PARTIAL };
+  let source = if req.complete {
+    text::SOURCE_COMPLETE
+  } else {
+    text::SOURCE_PARTIAL
+  };
   let recovery = match req.recovery {
     Recovery::NotExposed => text::RECOVERY_NOT_EXPOSED.to_string(),
-    Recovery::Store(store) if whole => match store.put(req.label, &String::from_utf8_lossy(&req.text), req.complete) {
-      Some(handle) => text::recovery_handle(&handle),
-      None => text::RECOVERY_TOO_LARGE.to_string(),
-    },
+    Recovery::Store(store) if whole => {
+      match store.put(req.label, &String::from_utf8_lossy(&req.text), req.complete) {
+        Some(handle) => text::recovery_handle(&handle),
+        None => text::RECOVERY_TOO_LARGE.to_string(),
+      }
+    }
     // Only a prefix was kept because the whole was over the store's entry limit.
     Recovery::Store(_) => text::RECOVERY_TOO_LARGE.to_string(),
   };
@@ -89,7 +110,14 @@ mod tests {
 
   #[test]
   fn fits_and_complete_is_unchanged() {
-    let out = cap_tool_output(CapRequest::whole("hello".into(), 5, Direction::Head, "x", true, Recovery::NotExposed));
+    let out = cap_tool_output(CapRequest::whole(
+      "hello".into(),
+      5,
+      Direction::Head,
+      "x",
+      true,
+      Recovery::NotExposed,
+    ));
     assert_eq!(out, "hello");
   }
 
@@ -111,13 +139,22 @@ mod tests {
     assert_eq!(out.len(), 24_000 - 7);
     let handle = out.rsplit("handle ").next().unwrap().trim_end_matches(']');
     assert_eq!(handle.len(), 37);
-    assert!(handle[5..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    assert!(handle[5..]
+      .chars()
+      .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
     assert_eq!(store.get(handle).unwrap().text.len(), 38_889);
   }
 
   #[test]
   fn not_exposed_and_partial_texts() {
-    let out = cap_tool_output(CapRequest::whole("abc".into(), 1000, Direction::Head, "x", false, Recovery::NotExposed));
+    let out = cap_tool_output(CapRequest::whole(
+      "abc".into(),
+      1000,
+      Direction::Head,
+      "x",
+      false,
+      Recovery::NotExposed,
+    ));
     assert_eq!(
       out,
       "abc\n[caveman-code: output capped from 3 captured bytes; later process output unavailable; recovery paging is not exposed; narrow original request]"
@@ -128,7 +165,14 @@ mod tests {
   fn too_large_for_store() {
     let store = OutputStore::new();
     let big = "x".repeat(crate::limits::STORE_ENTRY_MAX_BYTES + 1);
-    let out = cap_tool_output(CapRequest::whole(big, 200, Direction::Head, "x", true, Recovery::Store(&store)));
+    let out = cap_tool_output(CapRequest::whole(
+      big,
+      200,
+      Direction::Head,
+      "x",
+      true,
+      Recovery::Store(&store),
+    ));
     assert!(out.ends_with("; result too large for recovery store; narrow original request]"));
     assert_eq!(store.total_bytes(), 0);
   }
@@ -137,13 +181,23 @@ mod tests {
   fn head_split_inside_a_character_gives_replacement() {
     let text = "é".repeat(200);
     let marker_len = text::capped_marker(400, text::SOURCE_COMPLETE, text::RECOVERY_NOT_EXPOSED).len();
-    let out = cap_tool_output(CapRequest::whole(text, marker_len + 3, Direction::Head, "x", true, Recovery::NotExposed));
+    let out = cap_tool_output(CapRequest::whole(
+      text,
+      marker_len + 3,
+      Direction::Head,
+      "x",
+      true,
+      Recovery::NotExposed,
+    ));
     assert!(out.starts_with("é\u{FFFD}\n[caveman-code"));
   }
 
   #[test]
   fn cap_output_marker() {
     assert_eq!(cap_output("abcdef", 10), "abcdef");
-    assert_eq!(cap_output("abcdef", 4), "abcd\n[caveman-code: output capped at 4 of 6 bytes; narrow the request]");
+    assert_eq!(
+      cap_output("abcdef", 4),
+      "abcd\n[caveman-code: output capped at 4 of 6 bytes; narrow the request]"
+    );
   }
 }

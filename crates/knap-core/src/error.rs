@@ -13,7 +13,10 @@ pub struct ToolError {
 
 impl ToolError {
   pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-    Self { code: code.into(), message: message.into() }
+    Self {
+      code: code.into(),
+      message: message.into(),
+    }
   }
 
   /// A `caveman-code: …` tool error: the reference's text with its own stable code.
@@ -24,7 +27,10 @@ impl ToolError {
   /// An error whose message is its own code (`cave_shell_tool_unknown:x`, …).
   pub fn coded(code: impl Into<String>) -> Self {
     let code = code.into();
-    Self { message: code.clone(), code }
+    Self {
+      message: code.clone(),
+      code,
+    }
   }
 
   /// Node-style errno error: `ENOENT: no such file or directory, open '<path>'`.
@@ -99,7 +105,9 @@ impl Caveman {
       Caveman::EditEmptyOldString => "old_string must not be empty".to_string(),
       Caveman::EditFileTooLarge { path, bytes } => format!("file too large to edit: {path} ({bytes} bytes)"),
       Caveman::ToolOutputHandleUnknown => "tool output handle is unknown or evicted".to_string(),
-      Caveman::ToolOutputOffsetInvalid => "read_tool_output offset must be a non-negative integer".to_string(),
+      Caveman::ToolOutputOffsetInvalid => {
+        "read_tool_output offset must be a non-negative integer".to_string()
+      }
       Caveman::ToolOutputLimitInvalid => "read_tool_output limit must be a positive integer".to_string(),
       Caveman::ToolOutputQueryEmpty => "read_tool_output query must not be empty".to_string(),
       Caveman::ShellUnavailable => "host command shell is not available".to_string(),
@@ -163,9 +171,15 @@ mod tests {
       Caveman::PathInvalid,
       Caveman::EditIdentical,
       Caveman::EditNotFound("a.txt".into()),
-      Caveman::EditAmbiguous { path: "a.txt".into(), count: 2 },
+      Caveman::EditAmbiguous {
+        path: "a.txt".into(),
+        count: 2,
+      },
       Caveman::EditEmptyOldString,
-      Caveman::EditFileTooLarge { path: "a".into(), bytes: 9 },
+      Caveman::EditFileTooLarge {
+        path: "a".into(),
+        bytes: 9,
+      },
       Caveman::ToolOutputHandleUnknown,
       Caveman::ToolOutputOffsetInvalid,
       Caveman::ToolOutputLimitInvalid,
@@ -174,20 +188,39 @@ mod tests {
     ];
     let codes: std::collections::HashSet<_> = all.iter().map(|e| e.code()).collect();
     assert_eq!(codes.len(), all.len(), "every error has its own code");
-    assert!(codes.iter().all(|c| c.starts_with("cave_") && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
-    let e = ToolError::from(Caveman::EditAmbiguous { path: "a.txt".into(), count: 2 });
+    assert!(codes
+      .iter()
+      .all(|c| c.starts_with("cave_") && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
+    let e = ToolError::from(Caveman::EditAmbiguous {
+      path: "a.txt".into(),
+      count: 2,
+    });
     assert_eq!(e.code, "cave_edit_ambiguous");
-    assert_eq!(e.message, "caveman-code: old_string appears 2 times in a.txt; add surrounding context or pass replace_all");
+    assert_eq!(
+      e.message,
+      "caveman-code: old_string appears 2 times in a.txt; add surrounding context or pass replace_all"
+    );
     let e = ToolError::from(Caveman::WorkspaceEscape("../secret.txt".into()));
-    assert_eq!(e.message, "caveman-code: path escapes the workspace: ../secret.txt");
+    assert_eq!(
+      e.message,
+      "caveman-code: path escapes the workspace: ../secret.txt"
+    );
   }
 
   #[test]
   fn errno_errors_read_like_node() {
-    let e = ToolError::from_io(&std::io::Error::from_raw_os_error(libc::EEXIST), "open", std::path::Path::new("/w/a"));
+    let e = ToolError::from_io(
+      &std::io::Error::from_raw_os_error(libc::EEXIST),
+      "open",
+      std::path::Path::new("/w/a"),
+    );
     assert_eq!(e.code, "EEXIST");
     assert_eq!(e.message, "EEXIST: file already exists, open '/w/a'");
-    let e = ToolError::from_io(&std::io::Error::from_raw_os_error(libc::ENOENT), "stat", std::path::Path::new("/w/b"));
+    let e = ToolError::from_io(
+      &std::io::Error::from_raw_os_error(libc::ENOENT),
+      "stat",
+      std::path::Path::new("/w/b"),
+    );
     assert_eq!(e.message, "ENOENT: no such file or directory, stat '/w/b'");
   }
 }

@@ -90,7 +90,11 @@ impl OutputSink for Capture {
     }
     if take > 0 {
       self.used += take;
-      let target = if is_stdout { &mut self.stdout } else { &mut self.stderr };
+      let target = if is_stdout {
+        &mut self.stdout
+      } else {
+        &mut self.stderr
+      };
       target.extend_from_slice(&bytes[..take]);
     }
   }
@@ -103,7 +107,10 @@ async fn drain<R: AsyncRead + Unpin, S: OutputSink>(mut pipe: R, sink: Arc<Mutex
       Ok(0) | Err(_) => return,
       Ok(n) => n,
     };
-    sink.lock().unwrap_or_else(|e| e.into_inner()).push(is_stdout, &buf[..n]);
+    sink
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .push(is_stdout, &buf[..n]);
   }
 }
 
@@ -117,11 +124,19 @@ fn kill_group(pid: Option<u32>) {
 }
 
 async fn exec_local(req: ExecRequest) -> ExecResult {
-  let capture = Arc::new(Mutex::new(Capture { limit: req.max_output_bytes, ..Default::default() }));
+  let capture = Arc::new(Mutex::new(Capture {
+    limit: req.max_output_bytes,
+    ..Default::default()
+  }));
   let run = run_local(&req, capture.clone()).await;
   let c = std::mem::take(&mut *capture.lock().unwrap_or_else(|e| e.into_inner()));
   if let Some(err) = run.spawn_error {
-    return ExecResult { code: Some(127), start_failed: true, stderr: err.into_bytes(), ..Default::default() };
+    return ExecResult {
+      code: Some(127),
+      start_failed: true,
+      stderr: err.into_bytes(),
+      ..Default::default()
+    };
   }
   ExecResult {
     stdout: c.stdout,
@@ -164,7 +179,12 @@ pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) ->
     .process_group(0);
   let mut child = match cmd.spawn() {
     Ok(child) => child,
-    Err(err) => return LocalRun { spawn_error: Some(err.to_string()), ..Default::default() },
+    Err(err) => {
+      return LocalRun {
+        spawn_error: Some(err.to_string()),
+        ..Default::default()
+      }
+    }
   };
   let pid = child.id();
   let mut readers = Vec::new();
@@ -188,14 +208,31 @@ pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) ->
   }
   // Background children may hold the pipes open after the shell exits: wait briefly, then stop.
   let drain_all = futures_join(readers);
-  if tokio::time::timeout(PIPE_DRAIN_AFTER_EXIT, drain_all.0).await.is_err() {
+  if tokio::time::timeout(PIPE_DRAIN_AFTER_EXIT, drain_all.0)
+    .await
+    .is_err()
+  {
     for handle in drain_all.1 {
       handle.abort();
     }
   }
-  let code = if timed_out || aborted { None } else { status.and_then(|s| s.code()) };
-  let signal = if timed_out || aborted { None } else { status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) };
-  LocalRun { code, signal, timed_out, aborted, spawn_error: None }
+  let code = if timed_out || aborted {
+    None
+  } else {
+    status.and_then(|s| s.code())
+  };
+  let signal = if timed_out || aborted {
+    None
+  } else {
+    status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s))
+  };
+  LocalRun {
+    code,
+    signal,
+    timed_out,
+    aborted,
+    spawn_error: None,
+  }
 }
 
 /// Awaits every reader; returns the join future and abort handles for the ones still running.
@@ -242,7 +279,9 @@ mod tests {
 
   #[tokio::test]
   async fn exit_code_and_streams() {
-    let r = LocalBackend.exec(sh("printf out; printf err >&2; exit 3", 5_000, 1024)).await;
+    let r = LocalBackend
+      .exec(sh("printf out; printf err >&2; exit 3", 5_000, 1024))
+      .await;
     assert_eq!(r.code, Some(3));
     assert_eq!(r.stdout, b"out");
     assert_eq!(r.stderr, b"err");
@@ -261,8 +300,14 @@ mod tests {
 
   #[tokio::test]
   async fn drains_huge_output_with_bounded_memory() {
-    let r = LocalBackend.exec(sh("head -c 50000000 /dev/zero", 30_000, 1000)).await;
-    assert_eq!(r.code, Some(0), "the writer finished because the pipe was drained");
+    let r = LocalBackend
+      .exec(sh("head -c 50000000 /dev/zero", 30_000, 1000))
+      .await;
+    assert_eq!(
+      r.code,
+      Some(0),
+      "the writer finished because the pipe was drained"
+    );
     assert!(r.truncated);
     assert_eq!(r.stdout.len(), 1000);
   }
@@ -274,16 +319,25 @@ mod tests {
     let r = LocalBackend.exec(sh(&cmd, 300, 1024)).await;
     assert!(r.timed_out);
     assert_eq!(r.code, None);
-    let pid: i32 = std::fs::read_to_string(format!("/tmp/{marker}.pid")).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(format!("/tmp/{marker}.pid"))
+      .unwrap()
+      .trim()
+      .parse()
+      .unwrap();
     let _ = std::fs::remove_file(format!("/tmp/{marker}.pid"));
-    assert!(gone_eventually(pid), "background child {pid} survived the timeout");
+    assert!(
+      gone_eventually(pid),
+      "background child {pid} survived the timeout"
+    );
   }
 
   #[tokio::test]
   async fn background_child_holding_pipe_does_not_hang() {
     // The background sleep keeps stdout open for 10 minutes; a hang would trip the outer guard.
     let req = sh("sleep 600 & echo $!", 10_000, 1024);
-    let r = tokio::time::timeout(Duration::from_secs(300), LocalBackend.exec(req)).await.expect("exec hung");
+    let r = tokio::time::timeout(Duration::from_secs(300), LocalBackend.exec(req))
+      .await
+      .expect("exec hung");
     assert_eq!(r.code, Some(0));
     let pid: i32 = String::from_utf8_lossy(&r.stdout).trim().parse().unwrap();
     // SAFETY: cleanup of the background child this test started.

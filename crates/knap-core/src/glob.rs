@@ -97,7 +97,11 @@ impl CompiledGlob {
         literal_prefix.push(part);
       }
     }
-    Ok(Self { matcher, basename_only, literal_prefix })
+    Ok(Self {
+      matcher,
+      basename_only,
+      literal_prefix,
+    })
   }
 
   pub fn is_match(&self, rel: &str) -> bool {
@@ -113,7 +117,9 @@ impl CompiledGlob {
 /// Lists the regular files under `req.dir` that match, newest first.
 pub fn glob(req: &GlobRequest<'_>) -> Result<Vec<GlobMatch>, GlobError> {
   let compiled = CompiledGlob::new(req.pattern)?;
-  let Some(mut dir) = open_dir(libc::AT_FDCWD, req.dir.as_os_str().as_bytes()) else { return Ok(Vec::new()) };
+  let Some(mut dir) = open_dir(libc::AT_FDCWD, req.dir.as_os_str().as_bytes()) else {
+    return Ok(Vec::new());
+  };
   let mut prefix = String::new();
   for comp in compiled.literal_prefix.components() {
     let Component::Normal(name) = comp else { continue };
@@ -125,23 +131,33 @@ pub fn glob(req: &GlobRequest<'_>) -> Result<Vec<GlobMatch>, GlobError> {
     prefix.push('/');
   }
   let found: Mutex<Vec<GlobMatch>> = Mutex::new(Vec::new());
-  walk(dir, prefix, req.threads.max(1), req.stop, |dir_fd, rel_dir, name| {
-    let matched = if compiled.basename_only {
-      compiled.matcher.is_match(OsStr::from_bytes(name))
-    } else {
+  walk(
+    dir,
+    prefix,
+    req.threads.max(1),
+    req.stop,
+    |dir_fd, rel_dir, name| {
+      let matched = if compiled.basename_only {
+        compiled.matcher.is_match(OsStr::from_bytes(name))
+      } else {
+        let mut rel = String::with_capacity(rel_dir.len() + name.len());
+        rel.push_str(rel_dir);
+        rel.push_str(&String::from_utf8_lossy(name));
+        compiled.matcher.is_match(&rel)
+      };
+      if !matched {
+        return None;
+      }
       let mut rel = String::with_capacity(rel_dir.len() + name.len());
       rel.push_str(rel_dir);
       rel.push_str(&String::from_utf8_lossy(name));
-      compiled.matcher.is_match(&rel)
-    };
-    if !matched {
-      return None;
-    }
-    let mut rel = String::with_capacity(rel_dir.len() + name.len());
-    rel.push_str(rel_dir);
-    rel.push_str(&String::from_utf8_lossy(name));
-    Some(GlobMatch { rel, modified: mtime_at(dir_fd, name) })
-  }, &found);
+      Some(GlobMatch {
+        rel,
+        modified: mtime_at(dir_fd, name),
+      })
+    },
+    &found,
+  );
   let mut out = found.into_inner().unwrap_or_else(|e| e.into_inner());
   out.sort_by(|a, b| b.modified.cmp(&a.modified).then_with(|| a.rel.cmp(&b.rel)));
   Ok(out)
@@ -150,7 +166,13 @@ pub fn glob(req: &GlobRequest<'_>) -> Result<Vec<GlobMatch>, GlobError> {
 fn open_dir(dirfd: RawFd, name: &[u8]) -> Option<OwnedFd> {
   let c = CString::new(name).ok()?;
   // SAFETY: valid directory descriptor (or AT_FDCWD) and NUL-terminated name.
-  let fd = unsafe { libc::openat(dirfd, c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+  let fd = unsafe {
+    libc::openat(
+      dirfd,
+      c.as_ptr(),
+      libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+    )
+  };
   // SAFETY: a fresh descriptor owned from here on.
   (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -169,7 +191,9 @@ fn mtime_at(dirfd: RawFd, name: &[u8]) -> Option<SystemTime> {
   if secs >= 0 {
     SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs as u64, nanos))
   } else {
-    SystemTime::UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs())).map(|t| t + Duration::from_nanos(nanos as u64))
+    SystemTime::UNIX_EPOCH
+      .checked_sub(Duration::from_secs(secs.unsigned_abs()))
+      .map(|t| t + Duration::from_nanos(nanos as u64))
   }
 }
 
@@ -179,15 +203,24 @@ type Pending = (Arc<OwnedFd>, Option<Vec<u8>>, String);
 
 /// Walks the tree below `root` on `threads` threads; `visit(dir_fd, rel_dir, name)` is called for
 /// every regular file and may return a match to keep.
-fn walk<F>(root: OwnedFd, rel: String, threads: usize, stop: &AtomicBool, visit: F, out: &Mutex<Vec<GlobMatch>>)
-where
+fn walk<F>(
+  root: OwnedFd,
+  rel: String,
+  threads: usize,
+  stop: &AtomicBool,
+  visit: F,
+  out: &Mutex<Vec<GlobMatch>>,
+) where
   F: Fn(RawFd, &str, &[u8]) -> Option<GlobMatch> + Sync,
 {
   struct Queue {
     pending: Vec<Pending>,
     busy: usize,
   }
-  let queue = Mutex::new(Queue { pending: vec![(Arc::new(root), None, rel)], busy: 0 });
+  let queue = Mutex::new(Queue {
+    pending: vec![(Arc::new(root), None, rel)],
+    busy: 0,
+  });
   let ready = Condvar::new();
   std::thread::scope(|scope| {
     for _ in 0..threads {
@@ -301,7 +334,15 @@ mod tests {
 
   fn tree() -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
-    for f in ["a.md", "src/b.ts", "src/c.tsx", "src/deep/d.ts", ".hidden/e.ts", "node/f.md", "g.txt"] {
+    for f in [
+      "a.md",
+      "src/b.ts",
+      "src/c.tsx",
+      "src/deep/d.ts",
+      ".hidden/e.ts",
+      "node/f.md",
+      "g.txt",
+    ] {
       let p = d.path().join(f);
       std::fs::create_dir_all(p.parent().unwrap()).unwrap();
       std::fs::write(&p, f).unwrap();
@@ -312,8 +353,16 @@ mod tests {
 
   fn run(dir: &Path, pattern: &str) -> Vec<String> {
     let stop = AtomicBool::new(false);
-    let mut v: Vec<String> =
-      glob(&GlobRequest { dir, pattern, threads: 2, stop: &stop }).unwrap().into_iter().map(|m| m.rel).collect();
+    let mut v: Vec<String> = glob(&GlobRequest {
+      dir,
+      pattern,
+      threads: 2,
+      stop: &stop,
+    })
+    .unwrap()
+    .into_iter()
+    .map(|m| m.rel)
+    .collect();
     v.sort();
     v
   }
@@ -322,7 +371,10 @@ mod tests {
   fn basename_patterns_match_at_any_depth() {
     let d = tree();
     assert_eq!(run(d.path(), "*.md"), vec!["a.md", "node/f.md"]);
-    assert_eq!(run(d.path(), "*.{ts,tsx}"), vec![".hidden/e.ts", "src/b.ts", "src/c.tsx", "src/deep/d.ts"]);
+    assert_eq!(
+      run(d.path(), "*.{ts,tsx}"),
+      vec![".hidden/e.ts", "src/b.ts", "src/c.tsx", "src/deep/d.ts"]
+    );
   }
 
   #[test]
@@ -330,7 +382,10 @@ mod tests {
     let d = tree();
     assert_eq!(run(d.path(), "src/*.ts"), vec!["src/b.ts"]);
     assert_eq!(run(d.path(), "src/**/*.ts"), vec!["src/b.ts", "src/deep/d.ts"]);
-    assert_eq!(run(d.path(), "**/*.ts"), vec![".hidden/e.ts", "src/b.ts", "src/deep/d.ts"]);
+    assert_eq!(
+      run(d.path(), "**/*.ts"),
+      vec![".hidden/e.ts", "src/b.ts", "src/deep/d.ts"]
+    );
     assert_eq!(run(d.path(), "./src/deep/*"), vec!["src/deep/d.ts"]);
     assert!(run(d.path(), "nope/**/*").is_empty());
   }
@@ -344,12 +399,20 @@ mod tests {
     assert_eq!(run(d.path(), "*.txt").len(), 1500);
     let old = d.path().join("f0.txt");
     let f = std::fs::File::options().write(true).open(&old).unwrap();
-    f.set_modified(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(10)).unwrap();
+    f.set_modified(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(10))
+      .unwrap();
     let newest = d.path().join("f1.txt");
     let f = std::fs::File::options().write(true).open(&newest).unwrap();
-    f.set_modified(SystemTime::now() + std::time::Duration::from_secs(3600)).unwrap();
+    f.set_modified(SystemTime::now() + std::time::Duration::from_secs(3600))
+      .unwrap();
     let stop = AtomicBool::new(false);
-    let out = glob(&GlobRequest { dir: d.path(), pattern: "*.txt", threads: 2, stop: &stop }).unwrap();
+    let out = glob(&GlobRequest {
+      dir: d.path(),
+      pattern: "*.txt",
+      threads: 2,
+      stop: &stop,
+    })
+    .unwrap();
     assert_eq!(out[0].rel, "f1.txt");
     assert_eq!(out.last().unwrap().rel, "f0.txt");
   }

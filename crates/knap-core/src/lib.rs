@@ -3,8 +3,8 @@
 //! No napi types live here; the binding crate converts and implements the host traits.
 
 pub mod cap;
-pub mod error;
 pub mod durable;
+pub mod error;
 pub mod exec;
 pub mod glob;
 pub mod kernel;

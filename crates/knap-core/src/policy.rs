@@ -47,7 +47,9 @@ pub struct Denial {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PolicyError {
   /// Threw, rejected, or timed out (`cause` is the message of what happened).
-  Failed { cause: String },
+  Failed {
+    cause: String,
+  },
   DecisionInvalid,
   ReasonInvalid,
 }
@@ -91,7 +93,11 @@ pub async fn decide_tool_call(
   timeout: Duration,
 ) -> Result<Option<Denial>, PolicyError> {
   let answer = match tokio::time::timeout(timeout, policy.evaluate(input)).await {
-    Err(_) => return Err(PolicyError::Failed { cause: POLICY_TIMEOUT_CAUSE.to_string() }),
+    Err(_) => {
+      return Err(PolicyError::Failed {
+        cause: POLICY_TIMEOUT_CAUSE.to_string(),
+      })
+    }
     Ok(Err(cause)) => return Err(PolicyError::Failed { cause }),
     Ok(Ok(answer)) => answer,
   };
@@ -117,7 +123,9 @@ pub fn judge(answer: &PolicyAnswer) -> Result<Option<Denial>, PolicyError> {
   if !is_deny_code(code) {
     return Err(PolicyError::ReasonInvalid);
   }
-  Ok(Some(Denial { reason: format!("cave_tool_denied:{code}") }))
+  Ok(Some(Denial {
+    reason: format!("cave_tool_denied:{code}"),
+  }))
 }
 
 /// `^[a-z][a-z0-9_]{0,63}$`.
@@ -126,7 +134,9 @@ pub fn is_deny_code(code: &str) -> bool {
   !bytes.is_empty()
     && bytes.len() <= DENY_CODE_MAX_CHARS
     && bytes[0].is_ascii_lowercase()
-    && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+    && bytes
+      .iter()
+      .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
 }
 
 #[cfg(test)]
@@ -170,18 +180,43 @@ mod tests {
   async fn decisions() {
     assert_eq!(decide(Ok(PolicyAnswer::Undefined)).await, Ok(None));
     assert_eq!(decide(Ok(PolicyAnswer::Value(Value::Null))).await, Ok(None));
-    assert_eq!(decide(Ok(PolicyAnswer::Value(json!({"allow": true})))).await, Ok(None));
+    assert_eq!(
+      decide(Ok(PolicyAnswer::Value(json!({"allow": true})))).await,
+      Ok(None)
+    );
     assert_eq!(
       decide(Ok(PolicyAnswer::Value(json!({"deny": "read_only_review"})))).await,
-      Ok(Some(Denial { reason: "cave_tool_denied:read_only_review".into() }))
+      Ok(Some(Denial {
+        reason: "cave_tool_denied:read_only_review".into()
+      }))
     );
-    for bad in [json!("yes"), json!(1), json!(true), json!({}), json!({"allow": false}), json!({"allow": true, "deny": "x"}), json!({"deny": 5}), json!([])] {
-      assert_eq!(decide(Ok(PolicyAnswer::Value(bad.clone()))).await, Err(PolicyError::DecisionInvalid), "{bad}");
+    for bad in [
+      json!("yes"),
+      json!(1),
+      json!(true),
+      json!({}),
+      json!({"allow": false}),
+      json!({"allow": true, "deny": "x"}),
+      json!({"deny": 5}),
+      json!([]),
+    ] {
+      assert_eq!(
+        decide(Ok(PolicyAnswer::Value(bad.clone()))).await,
+        Err(PolicyError::DecisionInvalid),
+        "{bad}"
+      );
     }
     for bad in ["Bad Code!", "", "1abc", "_x", &"a".repeat(65)] {
-      assert_eq!(decide(Ok(PolicyAnswer::Value(json!({"deny": bad})))).await, Err(PolicyError::ReasonInvalid), "{bad}");
+      assert_eq!(
+        decide(Ok(PolicyAnswer::Value(json!({"deny": bad})))).await,
+        Err(PolicyError::ReasonInvalid),
+        "{bad}"
+      );
     }
-    assert!(decide(Ok(PolicyAnswer::Value(json!({"deny": "a".repeat(64)})))).await.unwrap().is_some());
+    assert!(decide(Ok(PolicyAnswer::Value(json!({"deny": "a".repeat(64)}))))
+      .await
+      .unwrap()
+      .is_some());
   }
 
   #[tokio::test]
@@ -194,10 +229,20 @@ mod tests {
   #[tokio::test(start_paused = true)]
   async fn timeout_is_failed() {
     let slow = Fake(Ok(PolicyAnswer::Undefined), Some(Duration::from_secs(3600)));
-    let e = decide_tool_call(&slow, &input(), default_timeout()).await.unwrap_err();
-    assert_eq!(e, PolicyError::Failed { cause: POLICY_TIMEOUT_CAUSE.into() });
+    let e = decide_tool_call(&slow, &input(), default_timeout())
+      .await
+      .unwrap_err();
+    assert_eq!(
+      e,
+      PolicyError::Failed {
+        cause: POLICY_TIMEOUT_CAUSE.into()
+      }
+    );
     let quick = Fake(Ok(PolicyAnswer::Undefined), Some(Duration::from_millis(9_999)));
-    assert_eq!(decide_tool_call(&quick, &input(), default_timeout()).await, Ok(None));
+    assert_eq!(
+      decide_tool_call(&quick, &input(), default_timeout()).await,
+      Ok(None)
+    );
   }
 
   #[test]

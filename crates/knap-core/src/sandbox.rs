@@ -6,9 +6,8 @@
 //! Text lengths here are counted the way JavaScript counts them (UTF-16 code units), because
 //! the truncation rules being matched (`middleTruncate`, `line.slice(0, 2000)`) are JS rules.
 
-use std::ffi::CString;
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::ToolError;
 use crate::exec::{run_local, ExecRequest, OutputSink};
 use crate::limits::READ_CHUNK_BYTES;
-use crate::workspace::{openat, Resolved, Workspace};
+use crate::workspace::{replace_atomically, Resolved, Workspace};
 
 // ---------------------------------------------------------------------------------------------
 // UTF-16 helpers
@@ -103,7 +102,11 @@ impl HeadTail {
   /// `max_units` code units is at most `3 * max_units` bytes, so the head holds all of it.
   pub fn for_units(max_units: usize) -> Self {
     let cap = max_units.saturating_mul(4).saturating_add(16);
-    Self { head_cap: cap, tail_cap: max_units.saturating_mul(2).saturating_add(16), ..Default::default() }
+    Self {
+      head_cap: cap,
+      tail_cap: max_units.saturating_mul(2).saturating_add(16),
+      ..Default::default()
+    }
   }
 
   pub fn push(&mut self, mut bytes: &[u8]) {
@@ -163,7 +166,10 @@ impl HeadTail {
     let head = utf16_prefix(&head_text, max_units / 2);
     let tail_raw = self.tail_bytes();
     // The ring may start inside a character: skip continuation bytes.
-    let start = tail_raw.iter().position(|&b| b & 0xC0 != 0x80).unwrap_or(tail_raw.len());
+    let start = tail_raw
+      .iter()
+      .position(|&b| b & 0xC0 != 0x80)
+      .unwrap_or(tail_raw.len());
     let tail_text = String::from_utf8_lossy(&tail_raw[start..]);
     let tail = utf16_suffix(&tail_text, max_units - max_units / 2);
     let omitted = (self.units as usize).saturating_sub(utf16_len(head) + utf16_len(tail));
@@ -242,7 +248,9 @@ pub enum ReadOutcome {
   Missing,
   Directory(Vec<String>),
   /// More than `max_lines_without_limit` lines and no `limit`.
-  TooLarge { total_lines: u64 },
+  TooLarge {
+    total_lines: u64,
+  },
   /// A NUL byte among the first 1000 characters (the caller decides by extension).
   Text(ReadText),
 }
@@ -265,7 +273,10 @@ pub struct LocalSandbox {
 
 impl LocalSandbox {
   pub fn new(root: impl Into<PathBuf>, env: Vec<(String, String)>) -> Self {
-    Self { workspace: Workspace::new(root), env }
+    Self {
+      workspace: Workspace::new(root),
+      env,
+    }
   }
 
   pub fn workspace(&self) -> &Workspace {
@@ -285,7 +296,11 @@ impl LocalSandbox {
       Some(c) => {
         let r = self.workspace.resolve(c)?;
         if !r.abs.is_dir() {
-          return Err(ToolError::from_io(&std::io::Error::from_raw_os_error(libc::ENOENT), "chdir", &r.abs));
+          return Err(ToolError::from_io(
+            &std::io::Error::from_raw_os_error(libc::ENOENT),
+            "chdir",
+            &r.abs,
+          ));
         }
         r.abs
       }
@@ -343,8 +358,18 @@ impl LocalSandbox {
     let r = self.workspace.resolve(path)?;
     // `resolve` followed every symlink of the existing prefix, so `abs` names the target.
     Ok(match std::fs::metadata(&r.abs) {
-      Ok(m) => Stat { exists: true, is_dir: m.is_dir(), is_file: m.is_file(), size: m.len() },
-      Err(_) => Stat { exists: false, is_dir: false, is_file: false, size: 0 },
+      Ok(m) => Stat {
+        exists: true,
+        is_dir: m.is_dir(),
+        is_file: m.is_file(),
+        size: m.len(),
+      },
+      Err(_) => Stat {
+        exists: false,
+        is_dir: false,
+        is_file: false,
+        size: 0,
+      },
     })
   }
 
@@ -352,7 +377,9 @@ impl LocalSandbox {
     let r = self.workspace.resolve(path)?;
     let file = self.open_regular(path, &r)?;
     let mut bytes = Vec::new();
-    (&file).read_to_end(&mut bytes).map_err(|e| ToolError::from_io(&e, "read", &r.abs))?;
+    (&file)
+      .read_to_end(&mut bytes)
+      .map_err(|e| ToolError::from_io(&e, "read", &r.abs))?;
     Ok(match String::from_utf8(bytes) {
       Ok(s) => s,
       Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
@@ -362,10 +389,17 @@ impl LocalSandbox {
   fn open_regular(&self, path: &str, r: &Resolved) -> Result<std::fs::File, ToolError> {
     match std::fs::metadata(&r.abs) {
       Ok(m) if m.is_dir() => {
-        return Err(ToolError::from_io(&std::io::Error::from_raw_os_error(libc::EISDIR), "read", &r.abs))
+        return Err(ToolError::from_io(
+          &std::io::Error::from_raw_os_error(libc::EISDIR),
+          "read",
+          &r.abs,
+        ))
       }
       Ok(m) if !m.is_file() => {
-        return Err(ToolError::new("EINVAL", format!("EINVAL: not a regular file, open '{}'", r.abs.display())))
+        return Err(ToolError::new(
+          "EINVAL",
+          format!("EINVAL: not a regular file, open '{}'", r.abs.display()),
+        ))
       }
       _ => {}
     }
@@ -378,8 +412,10 @@ impl LocalSandbox {
     // The entries of the directory this descriptor holds (no path lookup after the check).
     let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
     let entries = std::fs::read_dir(&proc_path).map_err(|e| ToolError::from_io(&e, "scandir", &r.abs))?;
-    let mut names: Vec<String> =
-      entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = entries
+      .filter_map(|e| e.ok())
+      .map(|e| e.file_name().to_string_lossy().into_owned())
+      .collect();
     names.sort();
     Ok(names)
   }
@@ -396,7 +432,10 @@ impl LocalSandbox {
       if abs.is_dir() {
         continue;
       }
-      let resolved = Resolved { abs: abs.clone(), rel: prefix.clone() };
+      let resolved = Resolved {
+        abs: abs.clone(),
+        rel: prefix.clone(),
+      };
       let candidate = abs.to_string_lossy().into_owned();
       let (dirfd, cname) = self.workspace.open_parent(&candidate, &resolved)?;
       // SAFETY: valid directory descriptor and NUL-terminated name.
@@ -418,7 +457,7 @@ impl LocalSandbox {
       self.mkdir_all(parent, &r.abs)?;
     }
     let (dir, name) = self.workspace.open_parent(path, &r)?;
-    write_replacing(&dir, &name, data, &r)
+    replace_atomically(&dir, &name, data, &r)
   }
 
   pub fn delete(&self, path: &str) -> Result<(), ToolError> {
@@ -426,7 +465,11 @@ impl LocalSandbox {
     let (dir, name) = self.workspace.open_parent(path, &r)?;
     // SAFETY: valid directory descriptor and NUL-terminated name.
     if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
-      return Err(ToolError::from_io(&std::io::Error::last_os_error(), "unlink", &r.abs));
+      return Err(ToolError::from_io(
+        &std::io::Error::last_os_error(),
+        "unlink",
+        &r.abs,
+      ));
     }
     Ok(())
   }
@@ -441,7 +484,11 @@ impl LocalSandbox {
     let (db, nb) = self.workspace.open_parent(to, &b)?;
     // SAFETY: valid directory descriptors and NUL-terminated names.
     if unsafe { libc::renameat(da.as_raw_fd(), na.as_ptr(), db.as_raw_fd(), nb.as_ptr()) } != 0 {
-      return Err(ToolError::from_io(&std::io::Error::last_os_error(), "rename", &a.abs));
+      return Err(ToolError::from_io(
+        &std::io::Error::last_os_error(),
+        "rename",
+        &a.abs,
+      ));
     }
     Ok(())
   }
@@ -469,42 +516,6 @@ impl LocalSandbox {
   }
 }
 
-/// Writes `data` to a temporary sibling and renames it over `name` (a crash never leaves half a
-/// file); an existing regular file keeps its permission bits. Same approach as `write_file`'s
-/// replace; this one always replaces.
-fn write_replacing(dir: &OwnedFd, name: &CString, data: &[u8], r: &Resolved) -> Result<(), ToolError> {
-  let io_err = |e: std::io::Error, syscall: &str| ToolError::from_io(&e, syscall, &r.abs);
-  let mut st: libc::stat = unsafe { std::mem::zeroed() };
-  // SAFETY: valid dirfd, NUL-terminated name, writable stat buffer.
-  let exists = unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } == 0;
-  if exists && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR {
-    return Err(io_err(std::io::Error::from_raw_os_error(libc::EISDIR), "open"));
-  }
-  let is_regular = exists && (st.st_mode & libc::S_IFMT) == libc::S_IFREG;
-  let mode = if is_regular { st.st_mode & 0o7777 } else { 0o666 };
-  let tmp = CString::new(format!(".{}.knap-{}", name.to_string_lossy(), uuid::Uuid::new_v4().simple()))
-    .map_err(|_| ToolError::new("EINVAL", "path contains a NUL byte"))?;
-  let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
-  let fd = openat(dir.as_raw_fd(), &tmp, flags, mode).map_err(|e| io_err(e, "open"))?;
-  let cleanup = |e: ToolError| {
-    // SAFETY: removes the temporary this function created.
-    unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
-    e
-  };
-  if is_regular {
-    // SAFETY: valid fd; keep the original permission bits despite the umask.
-    unsafe { libc::fchmod(fd.as_raw_fd(), mode) };
-  }
-  let mut file = std::fs::File::from(fd);
-  file.write_all(data).map_err(|e| cleanup(io_err(e, "write")))?;
-  drop(file);
-  // SAFETY: both names are relative to the same valid directory descriptor.
-  if unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) } != 0 {
-    return Err(cleanup(io_err(std::io::Error::last_os_error(), "rename")));
-  }
-  Ok(())
-}
-
 enum LinesResult {
   TooLarge(u64),
   Text(ReadText),
@@ -520,15 +531,26 @@ struct LineBuf {
 /// keeping the lines of `[offset, offset + limit)` cut at `max_line_length` units plus `…`.
 fn read_lines(mut reader: impl Read, opts: &ReadOptions) -> std::io::Result<LinesResult> {
   let start = opts.offset.unwrap_or(0).saturating_sub(1);
-  let end = opts.limit.filter(|&l| l > 0).map(|l| start.saturating_add(l)).unwrap_or(u64::MAX);
-  let guard = if opts.limit.filter(|&l| l > 0).is_none() { Some(opts.max_lines_without_limit) } else { None };
+  let end = opts
+    .limit
+    .filter(|&l| l > 0)
+    .map(|l| start.saturating_add(l))
+    .unwrap_or(u64::MAX);
+  let guard = if opts.limit.filter(|&l| l > 0).is_none() {
+    Some(opts.max_lines_without_limit)
+  } else {
+    None
+  };
   let max_line = opts.max_line_length;
   // A line of `max_line` units is at most 3 bytes a unit; keep a little more to see the cut.
   let byte_cap = max_line.saturating_mul(4).saturating_add(8);
 
   let mut kept: Vec<String> = Vec::new();
   let mut line_no: u64 = 0; // 0-based index of the line being read
-  let mut cur = LineBuf { bytes: Vec::new(), cut: false };
+  let mut cur = LineBuf {
+    bytes: Vec::new(),
+    cut: false,
+  };
   let mut buf = vec![0u8; READ_CHUNK_BYTES];
   // NUL among the first 1000 characters.
   let mut head_units = 0usize;
@@ -608,7 +630,14 @@ fn read_lines(mut reader: impl Read, opts: &ReadOptions) -> std::io::Result<Line
     finish_line(&mut cur, &mut kept);
   }
   let content = middle_truncate(&kept.join("\n"), opts.max_output_length);
-  Ok(LinesResult::Text(ReadText { first_line: start + 1, lines: kept, content, total_lines, nul_in_head, size: 0 }))
+  Ok(LinesResult::Text(ReadText {
+    first_line: start + 1,
+    lines: kept,
+    content,
+    total_lines,
+    nul_in_head,
+    size: 0,
+  }))
 }
 
 #[cfg(test)]
@@ -616,7 +645,13 @@ mod tests {
   use super::*;
 
   fn opts() -> ReadOptions {
-    ReadOptions { offset: None, limit: None, max_lines_without_limit: 500, max_line_length: 2000, max_output_length: 60000 }
+    ReadOptions {
+      offset: None,
+      limit: None,
+      max_lines_without_limit: 500,
+      max_line_length: 2000,
+      max_output_length: 60000,
+    }
   }
 
   fn text(r: LinesResult) -> ReadText {
@@ -630,8 +665,14 @@ mod tests {
   fn middle_truncate_matches_the_js_rule() {
     assert_eq!(middle_truncate("abc", 3), "abc");
     // 10 chars, max 4: head 2, tail 2, omitted 6, 1 line.
-    assert_eq!(middle_truncate("0123456789", 4), "[Total output lines: 1]\n\n01\n\n…6 chars truncated…\n\n89");
-    assert_eq!(middle_truncate("a\nb\nc\nd\ne", 5), "[Total output lines: 5]\n\na\n\n\n…4 chars truncated…\n\nd\ne");
+    assert_eq!(
+      middle_truncate("0123456789", 4),
+      "[Total output lines: 1]\n\n01\n\n…6 chars truncated…\n\n89"
+    );
+    assert_eq!(
+      middle_truncate("a\nb\nc\nd\ne", 5),
+      "[Total output lines: 5]\n\na\n\n\n…4 chars truncated…\n\nd\ne"
+    );
   }
 
   #[test]
@@ -655,9 +696,16 @@ mod tests {
     assert_eq!(t.lines, vec!["a", "b", ""]);
     assert_eq!(t.total_lines, 3);
     assert_eq!(t.content, "a\nb\n");
-    let o = ReadOptions { offset: Some(2), limit: Some(1), ..opts() };
+    let o = ReadOptions {
+      offset: Some(2),
+      limit: Some(1),
+      ..opts()
+    };
     let t = text(read_lines(&b"a\nb\nc"[..], &o).unwrap());
-    assert_eq!((t.first_line, t.lines.clone(), t.total_lines), (2, vec!["b".to_string()], 3));
+    assert_eq!(
+      (t.first_line, t.lines.clone(), t.total_lines),
+      (2, vec!["b".to_string()], 3)
+    );
     let empty = text(read_lines(&b""[..], &opts()).unwrap());
     assert_eq!(empty.lines, vec![""]);
   }
@@ -690,7 +738,10 @@ mod tests {
   #[tokio::test]
   async fn exec_captures_head_and_tail_and_times_out() {
     let dir = tempfile::tempdir().unwrap();
-    let sb = LocalSandbox::new(dir.path(), vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())]);
+    let sb = LocalSandbox::new(
+      dir.path(),
+      vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
+    );
     let out = sb
       .exec(ExecOptions {
         command: "seq 1 100000; echo err >&2; exit 3".into(),
@@ -704,7 +755,11 @@ mod tests {
     assert_eq!(out.exit_code, 3);
     assert_eq!(out.stderr, "err\n");
     assert!(out.truncated);
-    assert!(out.stdout.starts_with("[Total output lines: 100001]\n\n1\n2\n"), "{}", &out.stdout[..60]);
+    assert!(
+      out.stdout.starts_with("[Total output lines: 100001]\n\n1\n2\n"),
+      "{}",
+      &out.stdout[..60]
+    );
     assert!(out.stdout.ends_with("99999\n100000\n"));
     let t = sb
       .exec(ExecOptions {

@@ -18,7 +18,9 @@ use std::sync::{Arc, Mutex};
 
 use grep_matcher::Matcher;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
-use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch};
+use grep_searcher::{
+  BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
+};
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 use ignore::{WalkBuilder, WalkState};
@@ -121,7 +123,10 @@ pub fn rg_walk(
   walk.threads(threads.max(1));
   if let Some(glob) = glob {
     let mut ob = OverrideBuilder::new(base);
-    let ov = ob.add(glob).and_then(|b| b.build()).map_err(|e| SearchError::Glob(e.to_string()))?;
+    let ov = ob
+      .add(glob)
+      .and_then(|b| b.build())
+      .map_err(|e| SearchError::Glob(e.to_string()))?;
     walk.overrides(ov);
   }
   if let Some(t) = file_type {
@@ -227,7 +232,9 @@ impl<T> Collector<T> {
   }
 
   fn shrink(&mut self) {
-    self.items.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    self
+      .items
+      .sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
     if let Some(k) = self.keep {
       self.items.truncate(k);
     }
@@ -246,12 +253,33 @@ pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, Se
   } else {
     mb.line_terminator(Some(b'\n'));
   }
-  let matcher = mb.build(&req.pattern).map_err(|e| SearchError::Regex(e.to_string()))?;
-  let walk = rg_walk(&req.scope, &req.base, req.glob.as_deref(), req.file_type.as_deref(), req.threads)?;
-  let keep = req.head_limit.filter(|&h| h > 0).map(|h| req.offset.saturating_add(h));
-  let collector: Mutex<Collector<FileFindings>> = Mutex::new(Collector { items: Vec::new(), keep });
-  let content_collector: Mutex<Collector<ContentMatch>> = Mutex::new(Collector { items: Vec::new(), keep });
-  let (before, after) = if req.mode == OutputMode::Content { (req.before, req.after) } else { (0, 0) };
+  let matcher = mb
+    .build(&req.pattern)
+    .map_err(|e| SearchError::Regex(e.to_string()))?;
+  let walk = rg_walk(
+    &req.scope,
+    &req.base,
+    req.glob.as_deref(),
+    req.file_type.as_deref(),
+    req.threads,
+  )?;
+  let keep = req
+    .head_limit
+    .filter(|&h| h > 0)
+    .map(|h| req.offset.saturating_add(h));
+  let collector: Mutex<Collector<FileFindings>> = Mutex::new(Collector {
+    items: Vec::new(),
+    keep,
+  });
+  let content_collector: Mutex<Collector<ContentMatch>> = Mutex::new(Collector {
+    items: Vec::new(),
+    keep,
+  });
+  let (before, after) = if req.mode == OutputMode::Content {
+    (req.before, req.after)
+  } else {
+    (0, 0)
+  };
 
   walk.build_parallel().run(|| {
     let matcher = matcher.clone();
@@ -268,7 +296,9 @@ pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, Se
       if stop.load(Ordering::Relaxed) {
         return WalkState::Quit;
       }
-      let Ok(entry) = entry else { return WalkState::Continue };
+      let Ok(entry) = entry else {
+        return WalkState::Continue;
+      };
       if !entry.file_type().is_some_and(|t| t.is_file()) {
         return WalkState::Continue;
       }
@@ -285,8 +315,13 @@ pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, Se
       };
       // `search_path` minus one syscall per file (its BOM sniffing reads 3 bytes first; through
       // a small BufReader that read fetches a typical source file whole).
-      let searched = std::fs::File::open(entry.path())
-        .and_then(|file| searcher.search_reader(&matcher, std::io::BufReader::with_capacity(SEARCH_READ_BYTES, file), &mut sink));
+      let searched = std::fs::File::open(entry.path()).and_then(|file| {
+        searcher.search_reader(
+          &matcher,
+          std::io::BufReader::with_capacity(SEARCH_READ_BYTES, file),
+          &mut sink,
+        )
+      });
       if searched.is_err() || !sink.matched {
         return WalkState::Continue;
       }
@@ -298,8 +333,18 @@ pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, Se
             c.add(&file, line, m);
           }
         }
-        OutputMode::Count => collector.lock().unwrap_or_else(|e| e.into_inner()).add(&file, 0, FileFindings::Count(sink.count)),
-        OutputMode::FilesWithMatches => collector.lock().unwrap_or_else(|e| e.into_inner()).add(&file, 0, FileFindings::Matched),
+        OutputMode::Count => {
+          collector
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(&file, 0, FileFindings::Count(sink.count))
+        }
+        OutputMode::FilesWithMatches => {
+          collector
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add(&file, 0, FileFindings::Matched)
+        }
       }
       WalkState::Continue
     })
@@ -307,7 +352,11 @@ pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, Se
 
   let page = |len: usize| {
     let from = req.offset.min(len);
-    let to = req.head_limit.filter(|&h| h > 0).map(|h| from.saturating_add(h).min(len)).unwrap_or(len);
+    let to = req
+      .head_limit
+      .filter(|&h| h > 0)
+      .map(|h| from.saturating_add(h).min(len))
+      .unwrap_or(len);
     (from, to)
   };
   let output = match req.mode {
@@ -336,7 +385,10 @@ pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, Se
       }
     }
   };
-  Ok(SearchResult { output, stopped: stop.load(Ordering::Relaxed) })
+  Ok(SearchResult {
+    output,
+    stopped: stop.load(Ordering::Relaxed),
+  })
 }
 
 #[cfg(test)]
@@ -347,7 +399,11 @@ mod tests {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("a.txt"), "alpha\nbeta\nALPHA gamma\n").unwrap();
     std::fs::create_dir(d.path().join("src")).unwrap();
-    std::fs::write(d.path().join("src/b.rs"), "fn alpha() {}\nfn beta() { alpha(); alpha() }\n").unwrap();
+    std::fs::write(
+      d.path().join("src/b.rs"),
+      "fn alpha() {}\nfn beta() { alpha(); alpha() }\n",
+    )
+    .unwrap();
     std::fs::write(d.path().join("src/c.js"), "const x = 1;\n").unwrap();
     std::fs::write(d.path().join("bin.dat"), b"alpha\0\x01\x02").unwrap();
     d
@@ -380,7 +436,10 @@ mod tests {
   #[test]
   fn files_mode_sorted_and_binary_skipped() {
     let d = ws();
-    assert_eq!(go(&req(d.path(), "alpha", OutputMode::FilesWithMatches)), SearchOutput::Files(vec!["./a.txt".into(), "./src/b.rs".into()]));
+    assert_eq!(
+      go(&req(d.path(), "alpha", OutputMode::FilesWithMatches)),
+      SearchOutput::Files(vec!["./a.txt".into(), "./src/b.rs".into()])
+    );
   }
 
   #[test]
@@ -388,7 +447,10 @@ mod tests {
     let d = ws();
     let mut r = req(d.path(), "alpha", OutputMode::Count);
     r.case_insensitive = true;
-    assert_eq!(go(&r), SearchOutput::Counts(vec![("./a.txt".into(), 2), ("./src/b.rs".into(), 3)]));
+    assert_eq!(
+      go(&r),
+      SearchOutput::Counts(vec![("./a.txt".into(), 2), ("./src/b.rs".into(), 3)])
+    );
   }
 
   #[test]
@@ -399,7 +461,9 @@ mod tests {
     r.before = 1;
     r.after = 1;
     r.glob = Some("*.txt".into());
-    let SearchOutput::Content(m) = go(&r) else { panic!() };
+    let SearchOutput::Content(m) = go(&r) else {
+      panic!()
+    };
     assert_eq!(m.len(), 2);
     assert_eq!((m[0].line_number, m[0].line.as_str()), (1, "alpha"));
     assert_eq!(m[0].after_context, vec!["beta"]);
@@ -407,7 +471,9 @@ mod tests {
     assert_eq!(m[1].line, "ALPHA gamma");
     r.offset = 1;
     r.head_limit = Some(1);
-    let SearchOutput::Content(m) = go(&r) else { panic!() };
+    let SearchOutput::Content(m) = go(&r) else {
+      panic!()
+    };
     assert_eq!(m.len(), 1);
     assert_eq!(m[0].line_number, 3);
   }
@@ -418,7 +484,9 @@ mod tests {
     std::fs::write(d.path().join("f.txt"), "hit\nx\ny\nhit\n").unwrap();
     let mut r = req(d.path(), "hit", OutputMode::Content);
     r.before = 2;
-    let SearchOutput::Content(m) = go(&r) else { panic!() };
+    let SearchOutput::Content(m) = go(&r) else {
+      panic!()
+    };
     assert!(m[0].after_context.is_empty());
     assert_eq!(m[1].before_context, vec!["x", "y"]);
   }
@@ -431,12 +499,20 @@ mod tests {
     assert_eq!(go(&r), SearchOutput::Files(vec!["./src/c.js".into()]));
     let mut r = req(d.path(), r"beta\nALPHA", OutputMode::Content);
     r.multiline = true;
-    let SearchOutput::Content(m) = go(&r) else { panic!() };
+    let SearchOutput::Content(m) = go(&r) else {
+      panic!()
+    };
     assert_eq!(m[0].line, "beta\nALPHA gamma");
-    assert!(matches!(search(&req(d.path(), "(", OutputMode::Count), &AtomicBool::new(false)), Err(SearchError::Regex(_))));
+    assert!(matches!(
+      search(&req(d.path(), "(", OutputMode::Count), &AtomicBool::new(false)),
+      Err(SearchError::Regex(_))
+    ));
     let mut r = req(d.path(), "a", OutputMode::Count);
     r.file_type = Some("nosuchtype".into());
-    assert!(matches!(search(&r, &AtomicBool::new(false)), Err(SearchError::Type(_))));
+    assert!(matches!(
+      search(&r, &AtomicBool::new(false)),
+      Err(SearchError::Type(_))
+    ));
   }
 
   #[test]

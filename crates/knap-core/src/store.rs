@@ -33,7 +33,11 @@ impl OutputStore {
   }
 
   pub fn with_limits(entry_max: usize, total_max: usize) -> Self {
-    Self { inner: Mutex::default(), entry_max, total_max }
+    Self {
+      inner: Mutex::default(),
+      entry_max,
+      total_max,
+    }
   }
 
   /// Stores the full text and returns its handle, or `None` when it is over the entry limit.
@@ -45,20 +49,32 @@ impl OutputStore {
     let handle = new_handle();
     let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
     while inner.total + size > self.total_max {
-      let Some(oldest) = inner.order.pop_front() else { break };
+      let Some(oldest) = inner.order.pop_front() else {
+        break;
+      };
       if let Some(old) = inner.entries.remove(&oldest) {
         inner.total -= old.text.len();
       }
     }
     inner.total += size;
     inner.order.push_back(handle.clone());
-    let entry = StoredOutput { label: label.to_string(), text: text.to_string(), complete };
+    let entry = StoredOutput {
+      label: label.to_string(),
+      text: text.to_string(),
+      complete,
+    };
     inner.entries.insert(handle.clone(), Arc::new(entry));
     Some(handle)
   }
 
   pub fn get(&self, handle: &str) -> Option<Arc<StoredOutput>> {
-    self.inner.lock().unwrap_or_else(|e| e.into_inner()).entries.get(handle).cloned()
+    self
+      .inner
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .entries
+      .get(handle)
+      .cloned()
   }
 
   pub fn total_bytes(&self) -> usize {
@@ -89,7 +105,9 @@ mod tests {
     let h = s.put("l", "abc", true).unwrap();
     assert!(h.starts_with("tool_"));
     assert_eq!(h.len(), 37);
-    assert!(h[5..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    assert!(h[5..]
+      .bytes()
+      .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
   }
 
   #[test]
@@ -102,7 +120,10 @@ mod tests {
     assert!(s.get(&b).is_some());
     assert!(s.get(&c).is_some());
     assert_eq!(s.total_bytes(), 16);
-    assert!(s.put("d", &"d".repeat(11), true).is_none(), "over entry limit is refused");
+    assert!(
+      s.put("d", &"d".repeat(11), true).is_none(),
+      "over entry limit is refused"
+    );
     assert_eq!(s.len(), 2);
   }
 

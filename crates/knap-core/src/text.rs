@@ -25,10 +25,12 @@ pub fn bash_description(cap: usize) -> String {
   )
 }
 
-pub const WRITE_FILE_DESCRIPTION: &str = "Create a UTF-8 file in the workspace. Refuses an existing path unless \
+pub const WRITE_FILE_DESCRIPTION: &str =
+  "Create a UTF-8 file in the workspace. Refuses an existing path unless \
   overwrite is true. Parent directory must already exist.";
 
-pub const EDIT_FILE_DESCRIPTION: &str = "Replace an exact string in a workspace file. The old string must appear \
+pub const EDIT_FILE_DESCRIPTION: &str =
+  "Replace an exact string in a workspace file. The old string must appear \
   exactly once unless replace_all is set. Writes to disk.";
 
 pub const READ_TOOL_OUTPUT_DESCRIPTION: &str = "Read captured output from this active agent by opaque handle. \

@@ -11,7 +11,7 @@
 
 use std::ffi::{CString, OsStr};
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -46,7 +46,10 @@ pub fn escape_error(candidate: &str) -> ToolError {
 impl Workspace {
   /// The workspace is canonicalized lazily, so it need not exist when the tools are built.
   pub fn new(given: impl Into<PathBuf>) -> Self {
-    Self { given: given.into(), root: Mutex::new(None) }
+    Self {
+      given: given.into(),
+      root: Mutex::new(None),
+    }
   }
 
   pub fn given(&self) -> &Path {
@@ -78,7 +81,10 @@ impl Workspace {
     };
     let full = canonicalize_existing_prefix(&normalize(&joined));
     match full.strip_prefix(&root.path) {
-      Ok(rel) => Ok(Resolved { rel: rel.to_path_buf(), abs: full.clone() }),
+      Ok(rel) => Ok(Resolved {
+        rel: rel.to_path_buf(),
+        abs: full.clone(),
+      }),
       Err(_) => Err(escape_error(candidate)),
     }
   }
@@ -88,8 +94,13 @@ impl Workspace {
   /// it as not a regular file); it changes nothing for regular files.
   pub fn open_read(&self, candidate: &str, resolved: &Resolved, syscall: &str) -> Result<File, ToolError> {
     let root = self.root()?;
-    let fd = open_beneath(&root, &resolved.rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC, 0)
-      .map_err(|e| map_open_error(e, candidate, syscall, &resolved.abs))?;
+    let fd = open_beneath(
+      &root,
+      &resolved.rel,
+      libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+      0,
+    )
+    .map_err(|e| map_open_error(e, candidate, syscall, &resolved.abs))?;
     Ok(File::from(fd))
   }
 
@@ -101,8 +112,13 @@ impl Workspace {
       ToolError::from_io(&io::Error::from_raw_os_error(libc::EISDIR), "open", &resolved.abs)
     })?;
     let parent = resolved.rel.parent().unwrap_or(Path::new(""));
-    let fd = open_beneath(&root, parent, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)
-      .map_err(|e| map_open_error(e, candidate, "open", &resolved.abs))?;
+    let fd = open_beneath(
+      &root,
+      parent,
+      libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+      0,
+    )
+    .map_err(|e| map_open_error(e, candidate, "open", &resolved.abs))?;
     Ok((fd, cstring(name)?))
   }
 }
@@ -125,7 +141,11 @@ fn absolutize(p: &Path) -> PathBuf {
   if p.is_absolute() {
     normalize(p)
   } else {
-    normalize(&std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")).join(p))
+    normalize(
+      &std::env::current_dir()
+        .unwrap_or_else(|_| PathBuf::from("/"))
+        .join(p),
+    )
   }
 }
 
@@ -167,7 +187,8 @@ fn canonicalize_existing_prefix(full: &Path) -> PathBuf {
 }
 
 fn open_path(path: &Path, flags: i32) -> io::Result<OwnedFd> {
-  let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+  let c =
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
   // SAFETY: `c` is a valid NUL-terminated string; the returned fd is owned by the caller.
   let fd = unsafe { libc::open(c.as_ptr(), flags) };
   if fd < 0 {
@@ -205,7 +226,11 @@ const RESOLVE_BENEATH: u64 = 0x08;
 fn openat2_beneath(dirfd: RawFd, rel: &CString, flags: i32, mode: u32) -> io::Result<OwnedFd> {
   let how = OpenHow {
     flags: flags as u64,
-    mode: if flags & libc::O_CREAT != 0 { mode as u64 } else { 0 },
+    mode: if flags & libc::O_CREAT != 0 {
+      mode as u64
+    } else {
+      0
+    },
     resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
   };
   loop {
@@ -252,7 +277,11 @@ fn walk_nofollow(dirfd: RawFd, rel: &Path, flags: i32, mode: u32) -> io::Result<
     let last = i + 1 == parts.len();
     // Directories on the way are opened without O_DIRECTORY so a symlink is seen as one (with
     // O_DIRECTORY the kernel would report ENOTDIR and hide that the path was tampered with).
-    let f = if last { flags | libc::O_NOFOLLOW } else { libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC };
+    let f = if last {
+      flags | libc::O_NOFOLLOW
+    } else {
+      libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC
+    };
     let next = match openat(base, &c, f, mode) {
       // O_DIRECTORY|O_NOFOLLOW on a symlink fails with ENOTDIR: say it was a symlink.
       Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) && is_symlink_at(base, &c) => {
@@ -297,6 +326,54 @@ pub(crate) fn openat(dirfd: RawFd, name: &CString, flags: i32, mode: u32) -> io:
   Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Writes `data` to a temporary sibling and renames it over `name`, so a crash or a full disk
+/// never leaves a half-written file. An existing file keeps its permission bits.
+pub fn replace_atomically(
+  dir: &OwnedFd,
+  name: &CString,
+  data: &[u8],
+  resolved: &Resolved,
+) -> Result<(), ToolError> {
+  let io_err = |e: std::io::Error, syscall: &str| ToolError::from_io(&e, syscall, &resolved.abs);
+  let mut st: libc::stat = unsafe { std::mem::zeroed() };
+  // SAFETY: valid dirfd, NUL-terminated name, writable stat buffer.
+  let exists =
+    unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } == 0;
+  if exists && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR {
+    return Err(io_err(std::io::Error::from_raw_os_error(libc::EISDIR), "open"));
+  }
+  let is_regular = exists && (st.st_mode & libc::S_IFMT) == libc::S_IFREG;
+  // A regular file keeps its permission bits; anything else (a dangling symlink, which this
+  // replaces instead of following out of the workspace) gets a new file's default mode.
+  let mode = if is_regular { st.st_mode & 0o7777 } else { 0o666 };
+  let tmp = CString::new(format!(
+    ".{}.knap-{}",
+    name.to_string_lossy(),
+    uuid::Uuid::new_v4().simple()
+  ))
+  .map_err(|_| ToolError::caveman(Caveman::PathInvalid))?;
+  let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+  let fd = openat(dir.as_raw_fd(), &tmp, flags, mode).map_err(|e| io_err(e, "open"))?;
+  let cleanup = |e: ToolError| {
+    // SAFETY: removes the temporary we created.
+    unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
+    e
+  };
+  if is_regular {
+    // SAFETY: valid fd; restore the original permission bits despite the umask.
+    unsafe { libc::fchmod(fd.as_raw_fd(), mode) };
+  }
+  let mut file = File::from(fd);
+  file.write_all(data).map_err(|e| cleanup(io_err(e, "write")))?;
+  drop(file);
+  // SAFETY: both names are relative to the same valid directory descriptor.
+  let rc = unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) };
+  if rc != 0 {
+    return Err(cleanup(io_err(std::io::Error::last_os_error(), "rename")));
+  }
+  Ok(())
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -317,9 +394,16 @@ mod tests {
   #[test]
   fn refuses_dotdot_absolute_and_outward_symlinks() {
     let (dir, w, _) = setup();
-    for c in ["../secret.txt", "nested/escape/secret.txt", "nested/../../secret.txt"] {
+    for c in [
+      "../secret.txt",
+      "nested/escape/secret.txt",
+      "nested/../../secret.txt",
+    ] {
       let e = w.resolve(c).unwrap_err();
-      assert_eq!(e.message, format!("caveman-code: path escapes the workspace: {c}"));
+      assert_eq!(
+        e.message,
+        format!("caveman-code: path escapes the workspace: {c}")
+      );
     }
     let abs = dir.path().join("secret.txt");
     assert!(w.resolve(abs.to_str().unwrap()).is_err());
@@ -331,9 +415,15 @@ mod tests {
     assert_eq!(w.resolve("a.txt").unwrap().rel, PathBuf::from("a.txt"));
     assert_eq!(w.resolve("nested/../a.txt").unwrap().rel, PathBuf::from("a.txt"));
     let abs = ws.canonicalize().unwrap().join("a.txt");
-    assert_eq!(w.resolve(abs.to_str().unwrap()).unwrap().rel, PathBuf::from("a.txt"));
+    assert_eq!(
+      w.resolve(abs.to_str().unwrap()).unwrap().rel,
+      PathBuf::from("a.txt")
+    );
     assert_eq!(w.resolve("inside-link").unwrap().rel, PathBuf::from("a.txt"));
-    assert_eq!(w.resolve("new/dir/file.txt").unwrap().rel, PathBuf::from("new/dir/file.txt"));
+    assert_eq!(
+      w.resolve("new/dir/file.txt").unwrap().rel,
+      PathBuf::from("new/dir/file.txt")
+    );
     assert_eq!(w.resolve(".").unwrap().rel, PathBuf::new());
   }
 
@@ -347,7 +437,10 @@ mod tests {
     std::fs::remove_dir_all(ws.join("sub")).unwrap();
     symlink(dir.path(), ws.join("sub")).unwrap();
     let err = w.open_read("sub/secret.txt", &resolved, "open").unwrap_err();
-    assert_eq!(err.message, "caveman-code: path escapes the workspace: sub/secret.txt");
+    assert_eq!(
+      err.message,
+      "caveman-code: path escapes the workspace: sub/secret.txt"
+    );
     // The same refusal from the fallback walk.
     let root = w.root().unwrap();
     let e = walk_nofollow(root.dir.as_raw_fd(), &resolved.rel, libc::O_RDONLY, 0).unwrap_err();

@@ -89,8 +89,20 @@ pub fn args_sha256(args: &Value) -> Result<String, CanonicalError> {
 }
 
 /// `"cave-" + sha256(JSON.stringify([runId, path, toolCallId, name, argsSha256]))`.
-pub fn idempotency_key(run_id: &str, path: &str, tool_call_id: &str, name: &str, args_sha256: &str) -> String {
-  let list = Value::Array(vec![run_id.into(), path.into(), tool_call_id.into(), name.into(), args_sha256.into()]);
+pub fn idempotency_key(
+  run_id: &str,
+  path: &str,
+  tool_call_id: &str,
+  name: &str,
+  args_sha256: &str,
+) -> String {
+  let list = Value::Array(vec![
+    run_id.into(),
+    path.into(),
+    tool_call_id.into(),
+    name.into(),
+    args_sha256.into(),
+  ]);
   format!("cave-{}", sha256_hex(list.to_string().as_bytes()))
 }
 
@@ -111,9 +123,15 @@ mod tests {
 
   #[test]
   fn canonical_sorts_and_normalizes() {
-    assert_eq!(canonical_json(&json!({"b": 1, "a": {"d": [1, -0.0, 2.5], "c": null}})).unwrap(), r#"{"a":{"c":null,"d":[1,0,2.5]},"b":1}"#);
+    assert_eq!(
+      canonical_json(&json!({"b": 1, "a": {"d": [1, -0.0, 2.5], "c": null}})).unwrap(),
+      r#"{"a":{"c":null,"d":[1,0,2.5]},"b":1}"#
+    );
     assert_eq!(canonical_json(&json!(1.0)).unwrap(), "1");
-    assert_eq!(args_sha256(&json!({"b": 1, "a": 2})).unwrap(), args_sha256(&json!({"a": 2, "b": 1})).unwrap());
+    assert_eq!(
+      args_sha256(&json!({"b": 1, "a": 2})).unwrap(),
+      args_sha256(&json!({"a": 2, "b": 1})).unwrap()
+    );
   }
 
   #[test]

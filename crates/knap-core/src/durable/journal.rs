@@ -19,10 +19,26 @@ use crate::limits::{
 
 /// Required and optional keys of each event type (besides `v`, `at`, `type`).
 fn key_sets(kind: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
-  const TOOL: &[&str] = &["path", "toolCallId", "name", "effect", "argsSha256", "idempotencyKey"];
+  const TOOL: &[&str] = &[
+    "path",
+    "toolCallId",
+    "name",
+    "effect",
+    "argsSha256",
+    "idempotencyKey",
+  ];
   Some(match kind {
     "run_started" => (
-      &["runId", "agentId", "definitionSha256", "input", "sessionId", "denomination", "budgetSha256", "pid"][..],
+      &[
+        "runId",
+        "agentId",
+        "definitionSha256",
+        "input",
+        "sessionId",
+        "denomination",
+        "budgetSha256",
+        "pid",
+      ][..],
       &["budgetMax", "conversation"][..],
     ),
     "resumed" => (&["attempt", "unmatchedIntents", "pid"][..], &[][..]),
@@ -32,7 +48,15 @@ fn key_sets(kind: &str) -> Option<(&'static [&'static str], &'static [&'static s
     "call_abandoned" => (&["path"][..], &[][..]),
     "tool_intent" => (TOOL, &[][..]),
     "tool_settled" => (
-      &["path", "toolCallId", "name", "effect", "argsSha256", "idempotencyKey", "outcome"][..],
+      &[
+        "path",
+        "toolCallId",
+        "name",
+        "effect",
+        "argsSha256",
+        "idempotencyKey",
+        "outcome",
+      ][..],
       &["value", "error"][..],
     ),
     "turn" | "snapshot" => (&["messages"][..], &[][..]),
@@ -46,12 +70,18 @@ fn key_sets(kind: &str) -> Option<(&'static [&'static str], &'static [&'static s
 }
 
 fn corrupt(detail: impl std::fmt::Display) -> DurableError {
-  DurableError::new("cave_durable_journal_corrupt", format!("cave_durable_journal_corrupt: {detail}"))
+  DurableError::new(
+    "cave_durable_journal_corrupt",
+    format!("cave_durable_journal_corrupt: {detail}"),
+  )
 }
 
 /// `new Date(ms).toISOString()`.
 pub fn iso_now() -> String {
-  let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+  let ms = SystemTime::now()
+    .duration_since(UNIX_EPOCH)
+    .map(|d| d.as_millis() as i64)
+    .unwrap_or(0);
   iso_from_ms(ms)
 }
 
@@ -89,7 +119,10 @@ fn valid_timestamp(at: &str) -> bool {
     && b[16] == b':'
     && b[19] == b'.'
     && b[23] == b'Z'
-    && b.iter().enumerate().all(|(i, c)| matches!(i, 4 | 7 | 10 | 13 | 16 | 19 | 23) || c.is_ascii_digit())
+    && b
+      .iter()
+      .enumerate()
+      .all(|(i, c)| matches!(i, 4 | 7 | 10 | 13 | 16 | 19 | 23) || c.is_ascii_digit())
 }
 
 /// Builds an event with the envelope.
@@ -100,7 +133,12 @@ pub fn event(kind: &str, fields: Value) -> Value {
   map.insert("type".into(), json!(kind));
   if let Value::Object(f) = fields {
     for (k, v) in f {
-      if !v.is_null() || !matches!(k.as_str(), "budgetMax" | "conversation" | "settledAmount" | "value" | "error") {
+      if !v.is_null()
+        || !matches!(
+          k.as_str(),
+          "budgetMax" | "conversation" | "settledAmount" | "value" | "error"
+        )
+      {
         map.insert(k, v);
       }
     }
@@ -110,8 +148,12 @@ pub fn event(kind: &str, fields: Value) -> Value {
 
 /// Validates one parsed event.
 pub fn validate_event(e: &Value) -> Result<(), DurableError> {
-  let Some(obj) = e.as_object() else { return Err(corrupt("malformed journal event")) };
-  let Some(kind) = obj.get("type").and_then(Value::as_str) else { return Err(corrupt("malformed journal event")) };
+  let Some(obj) = e.as_object() else {
+    return Err(corrupt("malformed journal event"));
+  };
+  let Some(kind) = obj.get("type").and_then(Value::as_str) else {
+    return Err(corrupt("malformed journal event"));
+  };
   match obj.get("v").and_then(Value::as_u64) {
     Some(DURABLE_JOURNAL_VERSION) => {}
     _ => {
@@ -126,10 +168,17 @@ pub fn validate_event(e: &Value) -> Result<(), DurableError> {
     return Err(corrupt("malformed event timestamp"));
   }
   let Some((required, optional)) = key_sets(kind) else {
-    return Err(DurableError::new("cave_durable_journal_event_unknown", format!("cave_durable_journal_event_unknown: {kind}")));
+    return Err(DurableError::new(
+      "cave_durable_journal_event_unknown",
+      format!("cave_durable_journal_event_unknown: {kind}"),
+    ));
   };
   let keys_ok = required.iter().all(|k| obj.contains_key(*k))
-    && obj.keys().all(|k| matches!(k.as_str(), "v" | "at" | "type") || required.contains(&k.as_str()) || optional.contains(&k.as_str()));
+    && obj.keys().all(|k| {
+      matches!(k.as_str(), "v" | "at" | "type")
+        || required.contains(&k.as_str())
+        || optional.contains(&k.as_str())
+    });
   if !keys_ok {
     return Err(corrupt(format!("malformed {kind} fields")));
   }
@@ -190,9 +239,14 @@ impl<'a> Parsed<'a> {
 
   /// What `validate_event` checks, on the raw members.
   fn validate(&self) -> Result<(), DurableError> {
-    let Some(kind) = self.str("type") else { return Err(corrupt("malformed journal event")) };
+    let Some(kind) = self.str("type") else {
+      return Err(corrupt("malformed journal event"));
+    };
     if self.u64("v") != Some(DURABLE_JOURNAL_VERSION) {
-      let v = self.raw("v").map(|v| v.get().to_string()).unwrap_or_else(|| "?".into());
+      let v = self
+        .raw("v")
+        .map(|v| v.get().to_string())
+        .unwrap_or_else(|| "?".into());
       return Err(DurableError::new(
         "cave_durable_journal_version_unsupported",
         format!("cave_durable_journal_version_unsupported: journal v{v}, this runtime reads v2"),
@@ -202,10 +256,17 @@ impl<'a> Parsed<'a> {
       return Err(corrupt("malformed event timestamp"));
     }
     let Some((required, optional)) = key_sets(&kind) else {
-      return Err(DurableError::new("cave_durable_journal_event_unknown", format!("cave_durable_journal_event_unknown: {kind}")));
+      return Err(DurableError::new(
+        "cave_durable_journal_event_unknown",
+        format!("cave_durable_journal_event_unknown: {kind}"),
+      ));
     };
     let keys_ok = required.iter().all(|k| self.raw(k).is_some())
-      && self.fields.iter().all(|(k, _)| matches!(k.as_ref(), "v" | "at" | "type") || required.contains(&k.as_ref()) || optional.contains(&k.as_ref()));
+      && self.fields.iter().all(|(k, _)| {
+        matches!(k.as_ref(), "v" | "at" | "type")
+          || required.contains(&k.as_ref())
+          || optional.contains(&k.as_ref())
+      });
     if !keys_ok {
       return Err(corrupt(format!("malformed {kind} fields")));
     }
@@ -226,7 +287,9 @@ fn parse_lines_lazy(lines: &[String]) -> Result<Vec<Parsed<'_>>, DurableError> {
       return Err(corrupt("journal byte limit exceeded"));
     }
     let fields = if line.trim_start().starts_with('{') {
-      serde_json::from_str::<LazyObject>(line).map_err(|_| corrupt("unparseable journal line"))?.0
+      serde_json::from_str::<LazyObject>(line)
+        .map_err(|_| corrupt("unparseable journal line"))?
+        .0
     } else {
       // Valid JSON that is not an object is malformed; anything else is unparseable.
       serde_json::from_str::<serde::de::IgnoredAny>(line).map_err(|_| corrupt("unparseable journal line"))?;
@@ -302,19 +365,43 @@ pub struct Journal {
 }
 
 impl Journal {
-  pub fn new(store: Arc<dyn DurableStore>, run_id: &str, existing_events: usize, existing_bytes: usize) -> Self {
-    Self { store, run_id: run_id.into(), queue: Vec::new(), failed: None, events: existing_events, bytes: existing_bytes }
+  pub fn new(
+    store: Arc<dyn DurableStore>,
+    run_id: &str,
+    existing_events: usize,
+    existing_bytes: usize,
+  ) -> Self {
+    Self {
+      store,
+      run_id: run_id.into(),
+      queue: Vec::new(),
+      failed: None,
+      events: existing_events,
+      bytes: existing_bytes,
+    }
   }
 
   pub fn emit(&mut self, kind: &str, fields: Value) -> Result<(), DurableError> {
     let e = event(kind, fields);
-    validate_event(&e).map_err(|_| DurableError::new("cave_durable_event_not_serializable", format!("cave_durable_event_not_serializable: {kind}")))?;
+    validate_event(&e).map_err(|_| {
+      DurableError::new(
+        "cave_durable_event_not_serializable",
+        format!("cave_durable_event_not_serializable: {kind}"),
+      )
+    })?;
     let line = e.to_string();
     if line.len() > DURABLE_MAX_EVENT_BYTES {
-      return Err(DurableError::new("cave_durable_event_limit", format!("cave_durable_event_limit: {kind}")));
+      return Err(DurableError::new(
+        "cave_durable_event_limit",
+        format!("cave_durable_event_limit: {kind}"),
+      ));
     }
-    if self.events + 1 > DURABLE_MAX_JOURNAL_EVENTS || self.bytes + line.len() + 1 > DURABLE_MAX_JOURNAL_BYTES {
-      return Err(DurableError::new("cave_durable_journal_limit", "cave_durable_journal_limit"));
+    if self.events + 1 > DURABLE_MAX_JOURNAL_EVENTS || self.bytes + line.len() + 1 > DURABLE_MAX_JOURNAL_BYTES
+    {
+      return Err(DurableError::new(
+        "cave_durable_journal_limit",
+        "cave_durable_journal_limit",
+      ));
     }
     self.events += 1;
     self.bytes += line.len() + 1;
@@ -447,8 +534,14 @@ pub struct ResumeState {
 #[derive(Debug, Clone)]
 pub enum JournalState {
   Fresh,
-  Completed { result: Value },
-  Failed { code: String, message: String, receipt: Value },
+  Completed {
+    result: Value,
+  },
+  Failed {
+    code: String,
+    message: String,
+    receipt: Value,
+  },
   Pending(Box<ResumeState>),
 }
 
@@ -488,7 +581,10 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
     ));
   }
   if first.str("agentId").as_deref() != Some(expected.agent_id.as_str()) {
-    return Err(DurableError::new("cave_durable_agent_mismatch", "cave_durable_agent_mismatch: the journaled run belongs to another agent"));
+    return Err(DurableError::new(
+      "cave_durable_agent_mismatch",
+      "cave_durable_agent_mismatch: the journaled run belongs to another agent",
+    ));
   }
   if first.value("input").as_ref() != Some(&expected.input) {
     return Err(DurableError::new(
@@ -554,14 +650,19 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
         pending_calls.entry((path, call_kind)).or_default().push_back(who);
       }
       "call_settled" | "call_abandoned" => {
-        let call_kind = e.str("kind").map(Cow::into_owned).unwrap_or_else(|| "model".to_string());
+        let call_kind = e
+          .str("kind")
+          .map(Cow::into_owned)
+          .unwrap_or_else(|| "model".to_string());
         let key = (path.clone(), call_kind.clone());
         let queue = pending_calls.get_mut(&key);
         let who = match queue.and_then(|q| q.pop_front()) {
           Some(w) => w,
           None if kind == "call_abandoned" => {
             // An abandon closes whichever kind is open on the path.
-            let alt = pending_calls.iter_mut().find(|((p, _), q)| *p == path && !q.is_empty());
+            let alt = pending_calls
+              .iter_mut()
+              .find(|((p, _), q)| *p == path && !q.is_empty());
             match alt.and_then(|(_, q)| q.pop_front()) {
               Some(w) => w,
               None => return Err(corrupt("call_abandoned without intent")),
@@ -576,10 +677,16 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
           continue;
         }
         let call = e.value("call").unwrap_or(Value::Null);
-        if call["provider"].as_str() != Some(who.0.as_str()) || call["model"].as_str() != Some(who.1.as_str()) {
+        if call["provider"].as_str() != Some(who.0.as_str()) || call["model"].as_str() != Some(who.1.as_str())
+        {
           return Err(corrupt("call_settled identity differs from its intent"));
         }
-        let tokens = |k: &str| call.get(k).and_then(Value::as_u64).ok_or_else(|| corrupt("malformed call usage"));
+        let tokens = |k: &str| {
+          call
+            .get(k)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| corrupt("malformed call usage"))
+        };
         let t = &mut state.prior_totals;
         t.input += tokens("inputTokens")?;
         t.output += tokens("outputTokens")?;
@@ -601,7 +708,14 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
         if record_keys.contains_key(&key) {
           return Err(corrupt("duplicate tool intent identity"));
         }
-        if idempotency_key(&expected.run_id, &rec.path, &rec.tool_call_id, &rec.name, &rec.args_sha256) != rec.idempotency_key {
+        if idempotency_key(
+          &expected.run_id,
+          &rec.path,
+          &rec.tool_call_id,
+          &rec.name,
+          &rec.args_sha256,
+        ) != rec.idempotency_key
+        {
           return Err(corrupt("tool idempotency identity mismatch"));
         }
         record_keys.insert(key, records.len());
@@ -609,7 +723,9 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
       }
       "tool_settled" => {
         let key = (path.clone(), e.string("toolCallId"));
-        let Some(&idx) = record_keys.get(&key) else { return Err(corrupt("tool settlement without matching intent")) };
+        let Some(&idx) = record_keys.get(&key) else {
+          return Err(corrupt("tool settlement without matching intent"));
+        };
         if !records[idx].same_identity(e) || records[idx].settled.is_some() {
           return Err(corrupt("tool settlement without matching intent"));
         }
@@ -617,10 +733,14 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
         if outcome != "returned" && outcome != "threw" {
           return Err(corrupt("malformed tool outcome"));
         }
-        records[idx].settled = Some(json!({"outcome": outcome, "value": e.value("value"), "error": e.value("error")}));
+        records[idx].settled =
+          Some(json!({"outcome": outcome, "value": e.value("value"), "error": e.value("error")}));
       }
       "turn" | "snapshot" => {
-        let Some(msgs) = e.raw("messages").filter(|m| m.get().trim_start().starts_with('[')) else {
+        let Some(msgs) = e
+          .raw("messages")
+          .filter(|m| m.get().trim_start().starts_with('['))
+        else {
           return Err(corrupt(format!("malformed {kind} messages")));
         };
         if kind == "snapshot" {
@@ -629,13 +749,22 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
         base.push(msgs);
         state.has_completed_turn = true;
         for rec in records.drain(..) {
-          let Some(s) = &rec.settled else { return Err(corrupt("turn checkpoint crosses unsettled tool intent")) };
-          state.prior_tool_events.push((rec.name.clone(), s["outcome"] == "threw"));
+          let Some(s) = &rec.settled else {
+            return Err(corrupt("turn checkpoint crosses unsettled tool intent"));
+          };
+          state
+            .prior_tool_events
+            .push((rec.name.clone(), s["outcome"] == "threw"));
         }
         record_keys.clear();
       }
       "run_completed" | "run_failed" => terminal = Some(e),
-      other => return Err(DurableError::new("cave_durable_journal_event_unknown", format!("cave_durable_journal_event_unknown: {other}"))),
+      other => {
+        return Err(DurableError::new(
+          "cave_durable_journal_event_unknown",
+          format!("cave_durable_journal_event_unknown: {other}"),
+        ))
+      }
     }
   }
   let unmatched: u64 = pending_calls.values().map(|q| q.len() as u64).sum();
@@ -651,26 +780,38 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
       return Err(corrupt("completed run crosses unsettled tool intent"));
     }
     return Ok(if completed {
-      JournalState::Completed { result: t.value("result").ok_or_else(|| corrupt("malformed run_completed fields"))? }
+      JournalState::Completed {
+        result: t
+          .value("result")
+          .ok_or_else(|| corrupt("malformed run_completed fields"))?,
+      }
     } else {
       JournalState::Failed {
         code: t.string("code"),
         message: t.string("message"),
-        receipt: t.value("receipt").ok_or_else(|| corrupt("malformed run_failed fields"))?,
+        receipt: t
+          .value("receipt")
+          .ok_or_else(|| corrupt("malformed run_failed fields"))?,
       }
     });
   }
   state.possible_double_count += unmatched;
   let mut messages: Vec<Value> = Vec::new();
   for msgs in base {
-    let parsed: Vec<Value> = serde_json::from_str(msgs.get()).map_err(|_| corrupt("malformed turn messages"))?;
+    let parsed: Vec<Value> =
+      serde_json::from_str(msgs.get()).map_err(|_| corrupt("malformed turn messages"))?;
     messages.extend(parsed);
   }
   // Cut a trailing partial turn so the transcript ends where the loop can go on.
   if state.has_completed_turn {
     let keep = messages
       .iter()
-      .rposition(|m| matches!(m.get("role").and_then(Value::as_str), Some("user") | Some("toolResult")))
+      .rposition(|m| {
+        matches!(
+          m.get("role").and_then(Value::as_str),
+          Some("user") | Some("toolResult")
+        )
+      })
       .map(|i| i + 1)
       .unwrap_or(0);
     state.discarded_partial_turn = keep < messages.len();
@@ -696,12 +837,24 @@ mod tests {
   #[test]
   fn validation_codes() {
     let bad_v = r#"{"v":1,"at":"2025-12-02T18:26:40.123Z","type":"turn","messages":[]}"#.to_string();
-    assert_eq!(parse_lines(&[bad_v]).unwrap_err().code, "cave_durable_journal_version_unsupported");
+    assert_eq!(
+      parse_lines(&[bad_v]).unwrap_err().code,
+      "cave_durable_journal_version_unsupported"
+    );
     let unknown = r#"{"v":2,"at":"2025-12-02T18:26:40.123Z","type":"mystery"}"#.to_string();
-    assert_eq!(parse_lines(&[unknown]).unwrap_err().code, "cave_durable_journal_event_unknown");
+    assert_eq!(
+      parse_lines(&[unknown]).unwrap_err().code,
+      "cave_durable_journal_event_unknown"
+    );
     let extra = r#"{"v":2,"at":"2025-12-02T18:26:40.123Z","type":"turn","messages":[],"x":1}"#.to_string();
-    assert_eq!(parse_lines(&[extra]).unwrap_err().message, "cave_durable_journal_corrupt: malformed turn fields");
-    assert_eq!(parse_lines(&["{nope".to_string()]).unwrap_err().message, "cave_durable_journal_corrupt: unparseable journal line");
+    assert_eq!(
+      parse_lines(&[extra]).unwrap_err().message,
+      "cave_durable_journal_corrupt: malformed turn fields"
+    );
+    assert_eq!(
+      parse_lines(&["{nope".to_string()]).unwrap_err().message,
+      "cave_durable_journal_corrupt: unparseable journal line"
+    );
   }
 
   /// `analyze` reads lines lazily; it must report exactly what the strict parser reports.
@@ -725,7 +878,11 @@ mod tests {
     for line in bad {
       let strict = parse_lines(std::slice::from_ref(&line)).unwrap_err();
       let lazy = parse_lines_lazy(std::slice::from_ref(&line)).err().expect(&line);
-      assert_eq!((lazy.code.as_str(), lazy.message.as_str()), (strict.code.as_str(), strict.message.as_str()), "{line}");
+      assert_eq!(
+        (lazy.code.as_str(), lazy.message.as_str()),
+        (strict.code.as_str(), strict.message.as_str()),
+        "{line}"
+      );
     }
     // Escaped keys and repeated keys read as JSON says (the last duplicate wins).
     let line = format!("{{\"v\":1,\"v\":2,\"\\u0061t\":\"{AT}\",\"type\":\"tu\\u0072n\",\"messages\":[]}}");
@@ -753,16 +910,27 @@ mod tests {
     let lines = vec![
       started,
       turn(r#"[{"role":"user","content":"old"}]"#),
-      snap(r#"[{"role":"user","content":"go"},{"role":"assistant","content":"a1"},{"role":"toolResult","content":"r1"}]"#),
+      snap(
+        r#"[{"role":"user","content":"go"},{"role":"assistant","content":"a1"},{"role":"toolResult","content":"r1"}]"#,
+      ),
       turn(r#"[{"role":"assistant","content":"partial"}]"#),
     ];
-    let JournalState::Pending(state) = analyze(&lines, &expected).unwrap() else { panic!("pending") };
-    let contents: Vec<&str> = state.messages.iter().map(|m| m["content"].as_str().unwrap()).collect();
+    let JournalState::Pending(state) = analyze(&lines, &expected).unwrap() else {
+      panic!("pending")
+    };
+    let contents: Vec<&str> = state
+      .messages
+      .iter()
+      .map(|m| m["content"].as_str().unwrap())
+      .collect();
     assert_eq!(contents, ["go", "a1", "r1"]);
     assert!(state.discarded_partial_turn);
     assert_eq!(state.session_id, "s");
     let mut bad = lines.clone();
     bad[3] = turn(r#"{"role":"assistant"}"#);
-    assert_eq!(analyze(&bad, &expected).unwrap_err().message, "cave_durable_journal_corrupt: malformed turn messages");
+    assert_eq!(
+      analyze(&bad, &expected).unwrap_err().message,
+      "cave_durable_journal_corrupt: malformed turn messages"
+    );
   }
 }

@@ -16,7 +16,10 @@ pub struct DurableError {
 
 impl DurableError {
   pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-    Self { code: code.into(), message: message.into() }
+    Self {
+      code: code.into(),
+      message: message.into(),
+    }
   }
 
   pub fn coded(code: &str, detail: impl fmt::Display) -> Self {
@@ -38,7 +41,9 @@ pub fn valid_run_id(id: &str) -> bool {
   !b.is_empty()
     && b.len() <= 128
     && b[0].is_ascii_alphanumeric()
-    && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+    && b
+      .iter()
+      .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
 pub fn run_id_error() -> DurableError {

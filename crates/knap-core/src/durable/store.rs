@@ -32,7 +32,10 @@ pub trait DurableStore: Send + Sync {
 }
 
 pub fn locked_error(run_id: &str) -> DurableError {
-  DurableError::coded("cave_durable_run_locked", format!("run \"{run_id}\" is held by another live process"))
+  DurableError::coded(
+    "cave_durable_run_locked",
+    format!("run \"{run_id}\" is held by another live process"),
+  )
 }
 
 fn io_error(code: &str, what: &str, e: &std::io::Error) -> DurableError {
@@ -48,7 +51,10 @@ static REAP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl DiskStore {
   pub fn new(root: impl Into<PathBuf>) -> Self {
-    Self { root: root.into(), files: Mutex::default() }
+    Self {
+      root: root.into(),
+      files: Mutex::default(),
+    }
   }
 
   pub fn root(&self) -> &Path {
@@ -57,7 +63,9 @@ impl DiskStore {
 
   /// `<root>/<runId>-<first 10 hex of sha256(runId)>`.
   pub fn run_dir(&self, run_id: &str) -> PathBuf {
-    self.root.join(format!("{run_id}-{}", &sha256_hex(run_id.as_bytes())[..10]))
+    self
+      .root
+      .join(format!("{run_id}-{}", &sha256_hex(run_id.as_bytes())[..10]))
   }
 
   fn check(run_id: &str) -> Result<(), DurableError> {
@@ -70,7 +78,11 @@ impl DiskStore {
 
   fn ensure_dir(&self, run_id: &str) -> Result<PathBuf, DurableError> {
     let dir = self.run_dir(run_id);
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|e| io_error("cave_durable_store_failed", "mkdir", &e))?;
+    fs::DirBuilder::new()
+      .recursive(true)
+      .mode(0o700)
+      .create(&dir)
+      .map_err(|e| io_error("cave_durable_store_failed", "mkdir", &e))?;
     Ok(dir)
   }
 
@@ -82,21 +94,38 @@ impl DiskStore {
       Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
       Err(e) => return Err(io_error("cave_durable_store_failed", "open journal", &e)),
     };
-    let len = file.metadata().map_err(|e| io_error("cave_durable_store_failed", "stat", &e))?.len();
+    let len = file
+      .metadata()
+      .map_err(|e| io_error("cave_durable_store_failed", "stat", &e))?
+      .len();
     if len as usize > DURABLE_MAX_JOURNAL_BYTES {
-      return Err(DurableError::coded("cave_durable_journal_limit", "journal exceeds 256 MiB"));
+      return Err(DurableError::coded(
+        "cave_durable_journal_limit",
+        "journal exceeds 256 MiB",
+      ));
     }
     let mut bytes = Vec::with_capacity(len as usize);
-    file.read_to_end(&mut bytes).map_err(|e| io_error("cave_durable_store_failed", "read", &e))?;
+    file
+      .read_to_end(&mut bytes)
+      .map_err(|e| io_error("cave_durable_store_failed", "read", &e))?;
     // Anything after the last newline is a write the crash interrupted: cut it so the next
     // append starts on a clean line.
-    let keep = bytes.iter().rposition(|b| *b == b'\n').map(|i| i + 1).unwrap_or(0);
+    let keep = bytes
+      .iter()
+      .rposition(|b| *b == b'\n')
+      .map(|i| i + 1)
+      .unwrap_or(0);
     if keep < bytes.len() {
-      file.set_len(keep as u64).map_err(|e| io_error("cave_durable_store_failed", "truncate torn tail", &e))?;
-      file.sync_data().map_err(|e| io_error("cave_durable_store_failed", "fdatasync", &e))?;
+      file
+        .set_len(keep as u64)
+        .map_err(|e| io_error("cave_durable_store_failed", "truncate torn tail", &e))?;
+      file
+        .sync_data()
+        .map_err(|e| io_error("cave_durable_store_failed", "fdatasync", &e))?;
       bytes.truncate(keep);
     }
-    let text = String::from_utf8(bytes).map_err(|_| DurableError::coded("cave_durable_journal_corrupt", "unparseable journal line"))?;
+    let text = String::from_utf8(bytes)
+      .map_err(|_| DurableError::coded("cave_durable_journal_corrupt", "unparseable journal line"))?;
     Ok(text.lines().map(str::to_string).collect())
   }
 
@@ -123,10 +152,15 @@ impl DiskStore {
     let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
     if size as usize + data.len() > DURABLE_MAX_JOURNAL_BYTES {
-      return Err(DurableError::coded("cave_durable_journal_limit", "journal would exceed 256 MiB"));
+      return Err(DurableError::coded(
+        "cave_durable_journal_limit",
+        "journal would exceed 256 MiB",
+      ));
     }
-    f.write_all(data.as_bytes()).map_err(|e| io_error("cave_durable_store_failed", "append", &e))?;
-    f.sync_data().map_err(|e| io_error("cave_durable_store_failed", "fdatasync", &e))
+    f.write_all(data.as_bytes())
+      .map_err(|e| io_error("cave_durable_store_failed", "append", &e))?;
+    f.sync_data()
+      .map_err(|e| io_error("cave_durable_store_failed", "fdatasync", &e))
   }
 
   /// Takes the run's lock: `lock.d/owner.json` naming this pid. Of several contenders, exactly
@@ -198,7 +232,11 @@ impl DiskStore {
   }
 
   pub fn close_sync(&self, run_id: &str) {
-    self.files.lock().unwrap_or_else(|e| e.into_inner()).remove(run_id);
+    self
+      .files
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .remove(run_id);
   }
 
   pub fn list_sync(&self) -> Result<Vec<String>, DurableError> {
@@ -209,7 +247,9 @@ impl DiskStore {
     };
     let mut ids = Vec::new();
     for entry in entries.flatten() {
-      let Ok(mut f) = File::open(entry.path().join("journal.jsonl")) else { continue };
+      let Ok(mut f) = File::open(entry.path().join("journal.jsonl")) else {
+        continue;
+      };
       let mut buf = vec![0u8; DURABLE_LIST_FIRST_LINE_BYTES];
       let n = f.read(&mut buf).unwrap_or(0);
       let first = buf[..n].split(|b| *b == b'\n').next().unwrap_or_default();
@@ -263,7 +303,8 @@ fn remove_leftover_temp_dirs(dir: &Path) {
   for entry in entries.flatten() {
     let name = entry.file_name();
     let name = name.to_string_lossy();
-    if name.starts_with("lock.tmp-") || name.starts_with("lock.reaped-") || name.starts_with("lock.released-") {
+    if name.starts_with("lock.tmp-") || name.starts_with("lock.reaped-") || name.starts_with("lock.released-")
+    {
       let _ = fs::remove_dir_all(entry.path());
     }
   }
@@ -271,7 +312,10 @@ fn remove_leftover_temp_dirs(dir: &Path) {
 
 fn owner_pid(lock: &Path) -> Option<i64> {
   let text = fs::read_to_string(lock.join("owner.json")).ok()?;
-  serde_json::from_str::<serde_json::Value>(&text).ok()?.get("pid")?.as_i64()
+  serde_json::from_str::<serde_json::Value>(&text)
+    .ok()?
+    .get("pid")?
+    .as_i64()
 }
 
 /// Dead only when `kill(pid, 0)` says `ESRCH`; an unreadable owner counts as alive (fail closed).
@@ -285,8 +329,12 @@ fn owner_is_dead(lock: &Path) -> bool {
   rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, DurableError> + Send + 'static) -> Result<T, DurableError> {
-  tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| Err(DurableError::coded("cave_durable_store_failed", e)))
+async fn blocking<T: Send + 'static>(
+  f: impl FnOnce() -> Result<T, DurableError> + Send + 'static,
+) -> Result<T, DurableError> {
+  tokio::task::spawn_blocking(f)
+    .await
+    .unwrap_or_else(|e| Err(DurableError::coded("cave_durable_store_failed", e)))
 }
 
 impl DurableStore for Arc<DiskStore> {
@@ -336,15 +384,36 @@ mod tests {
     assert!(s.load_sync("r1").unwrap().is_empty());
     s.append_sync("r1", "{\"a\":1}\n{\"b\":2}\n").unwrap();
     let journal = s.run_dir("r1").join("journal.jsonl");
-    assert_eq!(fs::metadata(&journal).unwrap().permissions().mode() & 0o777, 0o600);
-    assert_eq!(fs::metadata(s.run_dir("r1")).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(
+      fs::metadata(&journal).unwrap().permissions().mode() & 0o777,
+      0o600
+    );
+    assert_eq!(
+      fs::metadata(s.run_dir("r1")).unwrap().permissions().mode() & 0o777,
+      0o700
+    );
     // A crash mid-write leaves a partial line.
-    OpenOptions::new().append(true).open(&journal).unwrap().write_all(b"{\"c\":").unwrap();
+    OpenOptions::new()
+      .append(true)
+      .open(&journal)
+      .unwrap()
+      .write_all(b"{\"c\":")
+      .unwrap();
     assert_eq!(s.load_sync("r1").unwrap(), vec!["{\"a\":1}", "{\"b\":2}"]);
     s.close_sync("r1");
     s.append_sync("r1", "{\"d\":4}\n").unwrap();
-    assert_eq!(s.load_sync("r1").unwrap().len(), 3, "the torn tail was cut, not glued to the next line");
-    assert!(s.run_dir("r1").file_name().unwrap().to_str().unwrap().starts_with("r1-"));
+    assert_eq!(
+      s.load_sync("r1").unwrap().len(),
+      3,
+      "the torn tail was cut, not glued to the next line"
+    );
+    assert!(s
+      .run_dir("r1")
+      .file_name()
+      .unwrap()
+      .to_str()
+      .unwrap()
+      .starts_with("r1-"));
   }
 
   #[test]
@@ -387,8 +456,15 @@ mod tests {
           })
         })
         .collect();
-      let winners = threads.into_iter().map(|t| t.join().unwrap()).filter(|w| *w).count();
-      assert_eq!(winners, 1, "round {round}: {winners} contenders took the stale lock");
+      let winners = threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .filter(|w| *w)
+        .count();
+      assert_eq!(
+        winners, 1,
+        "round {round}: {winners} contenders took the stale lock"
+      );
       s.release_sync("r1").unwrap();
     }
   }
@@ -397,8 +473,10 @@ mod tests {
   fn list_reads_run_started() {
     let dir = tempfile::tempdir().unwrap();
     let s = DiskStore::new(dir.path());
-    s.append_sync("b-run", "{\"type\":\"run_started\",\"runId\":\"b-run\"}\n").unwrap();
-    s.append_sync("a-run", "{\"type\":\"run_started\",\"runId\":\"a-run\"}\n").unwrap();
+    s.append_sync("b-run", "{\"type\":\"run_started\",\"runId\":\"b-run\"}\n")
+      .unwrap();
+    s.append_sync("a-run", "{\"type\":\"run_started\",\"runId\":\"a-run\"}\n")
+      .unwrap();
     assert_eq!(s.list_sync().unwrap(), vec!["a-run", "b-run"]);
   }
 }

@@ -52,8 +52,19 @@ pub struct Usage {
 impl Usage {
   pub fn from_message(msg: &Value) -> Self {
     let u = msg.get("usage");
-    let n = |k: &str| u.and_then(|u| u.get(k)).and_then(Value::as_f64).filter(|f| f.is_finite() && *f > 0.0).unwrap_or(0.0) as u64;
-    Self { input: n("input"), output: n("output"), cache_read: n("cacheRead"), cache_write: n("cacheWrite"), reasoning: n("reasoning") }
+    let n = |k: &str| {
+      u.and_then(|u| u.get(k))
+        .and_then(Value::as_f64)
+        .filter(|f| f.is_finite() && *f > 0.0)
+        .unwrap_or(0.0) as u64
+    };
+    Self {
+      input: n("input"),
+      output: n("output"),
+      cache_read: n("cacheRead"),
+      cache_write: n("cacheWrite"),
+      reasoning: n("reasoning"),
+    }
   }
 
   pub fn total(&self) -> u64 {
@@ -134,7 +145,9 @@ impl Meter {
   fn cost_of(&self, input: u64, output: u64, price: Option<&Price>) -> f64 {
     match self.denomination {
       Denomination::Tokens => (input + output) as f64,
-      Denomination::Usd => price.map(|p| (input as f64 * p.input + output as f64 * p.output) / 1_000_000.0).unwrap_or(f64::INFINITY),
+      Denomination::Usd => price
+        .map(|p| (input as f64 * p.input + output as f64 * p.output) / 1_000_000.0)
+        .unwrap_or(f64::INFINITY),
     }
   }
 
@@ -145,7 +158,10 @@ impl Meter {
       return Admission::Stop;
     }
     if self.cost_of(input_ceiling, max_output, price) <= remaining {
-      return Admission::Go { max_output, clamped: false };
+      return Admission::Go {
+        max_output,
+        clamped: false,
+      };
     }
     let floor = self.floor.min(max_output);
     if self.cost_of(input_ceiling, floor, price) > remaining {
@@ -160,7 +176,10 @@ impl Meter {
         hi = mid - 1;
       }
     }
-    Admission::Go { max_output: lo, clamped: true }
+    Admission::Go {
+      max_output: lo,
+      clamped: true,
+    }
   }
 
   /// Settles a call's measured spend (tokens or USD).
@@ -190,7 +209,13 @@ mod tests {
   #[test]
   fn catalog_has_haiku() {
     let p = catalog_price("anthropic", "claude-haiku-4-5").expect("bundled price");
-    let five = Usage { input: 100, output: 10, ..Default::default() }.cost(&p) * 5.0;
+    let five = Usage {
+      input: 100,
+      output: 10,
+      ..Default::default()
+    }
+    .cost(&p)
+      * 5.0;
     assert!(five > 0.0 && five < 0.05);
     assert!(catalog_price("anthropic", "faux-unknown").is_none());
   }
@@ -198,8 +223,20 @@ mod tests {
   #[test]
   fn ladder_clamps_then_stops() {
     let m = Meter::new(Denomination::Tokens, 2_000.0, None, None);
-    assert_eq!(m.admit(100, 1_000, None), Admission::Go { max_output: 1_000, clamped: false });
-    assert_eq!(m.admit(1_500, 1_000, None), Admission::Go { max_output: 500, clamped: true });
+    assert_eq!(
+      m.admit(100, 1_000, None),
+      Admission::Go {
+        max_output: 1_000,
+        clamped: false
+      }
+    );
+    assert_eq!(
+      m.admit(1_500, 1_000, None),
+      Admission::Go {
+        max_output: 500,
+        clamped: true
+      }
+    );
     assert_eq!(m.admit(1_800, 1_000, None), Admission::Stop);
     let mut m = m;
     m.settle(2_100.0);

@@ -89,7 +89,10 @@ impl DurableRun {
       journal: Mutex::new(journal),
       durable: tokio::sync::Mutex::new(durable),
       cursor: Mutex::new(Cursor {
-        open: replay.iter().map(|r| (r.path.clone(), r.tool_call_id.clone())).collect(),
+        open: replay
+          .iter()
+          .map(|r| (r.path.clone(), r.tool_call_id.clone()))
+          .collect(),
         records: replay,
         next: 0,
         fatal: None,
@@ -117,14 +120,20 @@ impl DurableRun {
       let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
       j.take_batch().map(|b| b.map(|b| (b, j.emitted())))
     };
-    let Some(((data, store, run_id), through)) = batch? else { return Ok(()) };
+    let Some(((data, store, run_id), through)) = batch? else {
+      return Ok(());
+    };
     match store.append(&run_id, data).await {
       Ok(()) => {
         *durable = through;
         Ok(())
       }
       Err(e) => {
-        self.journal.lock().unwrap_or_else(|e| e.into_inner()).fail(e.clone());
+        self
+          .journal
+          .lock()
+          .unwrap_or_else(|e| e.into_inner())
+          .fail(e.clone());
         Err(e)
       }
     }
@@ -136,7 +145,12 @@ impl DurableRun {
   }
 
   pub async fn call_started(&self, path: &str, provider: &str, model: &str) -> Result<(), DurableError> {
-    self.emit_flush("call_started", json!({"path": path, "kind": "model", "provider": provider, "model": model})).await
+    self
+      .emit_flush(
+        "call_started",
+        json!({"path": path, "kind": "model", "provider": provider, "model": model}),
+      )
+      .await
   }
 
   /// Queued: made durable by the next flush (a tool intent or the turn).
@@ -162,7 +176,10 @@ impl DurableRun {
     if c.next < c.records.len() {
       let rec = c.records[c.next].clone();
       if rec.path != path || rec.name != name || rec.effect != effect || rec.args_sha256 != digest {
-        let text = format!("cave_durable_tool_replay_mismatch:{}:{}", rec.name, rec.tool_call_id);
+        let text = format!(
+          "cave_durable_tool_replay_mismatch:{}:{}",
+          rec.name, rec.tool_call_id
+        );
         c.fatal.get_or_insert(text.clone());
         return ToolPlan::Mismatch(text);
       }
@@ -177,7 +194,10 @@ impl DurableRun {
       };
       return match &rec.settled {
         Some(s) if s["outcome"] == "threw" => {
-          let msg = s["error"]["message"].as_str().unwrap_or("tool failed").to_string();
+          let msg = s["error"]["message"]
+            .as_str()
+            .unwrap_or("tool failed")
+            .to_string();
           ToolPlan::Replay(msg, true)
         }
         Some(s) => {
@@ -212,24 +232,44 @@ impl DurableRun {
 
   /// A journal write failed mid-run: no further provider call may happen.
   pub fn set_fatal(&self, message: String) {
-    self.cursor.lock().unwrap_or_else(|e| e.into_inner()).fatal.get_or_insert(message);
+    self
+      .cursor
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .fatal
+      .get_or_insert(message);
   }
 
   pub fn fatal(&self) -> Option<String> {
-    self.cursor.lock().unwrap_or_else(|e| e.into_inner()).fatal.clone()
+    self
+      .cursor
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .fatal
+      .clone()
   }
 
   /// The first record the attempt never reached, if any (`cave_durable_tool_replay_incomplete`).
   pub fn incomplete(&self) -> Option<String> {
     let c = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
-    c.records.get(c.next).map(|r| format!("cave_durable_tool_replay_incomplete:{}:{}", r.name, r.tool_call_id))
+    c.records.get(c.next).map(|r| {
+      format!(
+        "cave_durable_tool_replay_incomplete:{}:{}",
+        r.name, r.tool_call_id
+      )
+    })
   }
 
   pub async fn tool_intent(&self, id: &ToolIdentity) -> Result<(), DurableError> {
     self.emit_flush("tool_intent", Value::Object(id.fields())).await
   }
 
-  pub async fn tool_settled(&self, id: &ToolIdentity, text: &str, is_error: bool) -> Result<(), DurableError> {
+  pub async fn tool_settled(
+    &self,
+    id: &ToolIdentity,
+    text: &str,
+    is_error: bool,
+  ) -> Result<(), DurableError> {
     let mut fields = id.fields();
     if is_error {
       fields.insert("outcome".into(), json!("threw"));
@@ -251,9 +291,16 @@ impl DurableRun {
     {
       let mut c = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
       if let Some(r) = c.records[c.next..].iter().find(|r| r.settled.is_none()) {
-        let text = format!("cave_durable_tool_replay_incomplete:{}:{}", r.name, r.tool_call_id);
+        let text = format!(
+          "cave_durable_tool_replay_incomplete:{}:{}",
+          r.name, r.tool_call_id
+        );
         let text = c.fatal.get_or_insert(text).clone();
-        let code = text.split(':').next().unwrap_or("cave_durable_tool_replay_incomplete").to_string();
+        let code = text
+          .split(':')
+          .next()
+          .unwrap_or("cave_durable_tool_replay_incomplete")
+          .to_string();
         return Err(DurableError::new(code, text));
       }
       c.open.clear();
@@ -277,7 +324,12 @@ impl DurableRun {
 
 /// The reference's coarse `errorCode()`.
 pub fn error_code(message: &str) -> &'static str {
-  for code in ["cave_cache_prefix_drift", "cave_tool_policy_failed", "cave_tool_policy_decision_invalid", "cave_tool_policy_reason_invalid"] {
+  for code in [
+    "cave_cache_prefix_drift",
+    "cave_tool_policy_failed",
+    "cave_tool_policy_decision_invalid",
+    "cave_tool_policy_reason_invalid",
+  ] {
     if message.starts_with(code) {
       return code;
     }
@@ -343,7 +395,11 @@ mod tests {
 
   fn run_with(fail_from: usize) -> (tempfile::TempDir, Arc<Counting>, DurableRun) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Counting { inner: Arc::new(DiskStore::new(dir.path())), appends: AtomicUsize::new(0), fail_from });
+    let store = Arc::new(Counting {
+      inner: Arc::new(DiskStore::new(dir.path())),
+      appends: AtomicUsize::new(0),
+      fail_from,
+    });
     let journal = Journal::new(store.clone(), "r1", 0, 0);
     (dir, store, DurableRun::new("r1", journal, Vec::new(), false))
   }
@@ -356,7 +412,11 @@ mod tests {
     let ids: Vec<ToolIdentity> = (0..6).map(identity).collect();
     let results = futures::future::join_all(ids.iter().map(|id| run.tool_intent(id))).await;
     assert!(results.iter().all(Result::is_ok));
-    assert_eq!(store.appends.load(Ordering::SeqCst), 1, "one fsync for the queued settlement and six intents");
+    assert_eq!(
+      store.appends.load(Ordering::SeqCst),
+      1,
+      "one fsync for the queued settlement and six intents"
+    );
     let lines = store.inner.load_sync("r1").unwrap();
     assert_eq!(lines.len(), 7);
     // Settlements: in order, each durable when its call returns.
@@ -375,10 +435,23 @@ mod tests {
     run.tool_intent(&identity(0)).await.unwrap();
     let ids: Vec<ToolIdentity> = (1..4).map(identity).collect();
     let results = futures::future::join_all(ids.iter().map(|id| run.tool_intent(id))).await;
-    assert!(results.iter().all(|r| r.as_ref().is_err_and(|e| e.message == "cave_durable_store_failed: disk full")));
+    assert!(results.iter().all(|r| r
+      .as_ref()
+      .is_err_and(|e| e.message == "cave_durable_store_failed: disk full")));
     let appends = store.appends.load(Ordering::SeqCst);
-    assert_eq!(run.turn(vec![]).await.unwrap_err().message, "cave_durable_store_failed: disk full");
-    assert_eq!(store.appends.load(Ordering::SeqCst), appends, "no append after the failure");
-    assert_eq!(store.inner.load_sync("r1").unwrap().len(), 1, "only what was acknowledged");
+    assert_eq!(
+      run.turn(vec![]).await.unwrap_err().message,
+      "cave_durable_store_failed: disk full"
+    );
+    assert_eq!(
+      store.appends.load(Ordering::SeqCst),
+      appends,
+      "no append after the failure"
+    );
+    assert_eq!(
+      store.inner.load_sync("r1").unwrap().len(),
+      1,
+      "only what was acknowledged"
+    );
   }
 }

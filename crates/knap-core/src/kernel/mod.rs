@@ -4,8 +4,8 @@
 
 pub mod budget;
 pub mod host;
-pub mod receipt;
 mod journaling;
+pub mod receipt;
 mod run;
 pub mod schema;
 pub mod spec;

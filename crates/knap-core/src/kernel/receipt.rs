@@ -109,7 +109,12 @@ impl Receipt {
     if let Some(i) = self.tools.iter().position(|t| t.name == name) {
       return &mut self.tools[i];
     }
-    self.tools.push(ReceiptTool { name: name.into(), calls: 0, errors: 0, denied: 0 });
+    self.tools.push(ReceiptTool {
+      name: name.into(),
+      calls: 0,
+      errors: 0,
+      denied: 0,
+    });
     self.tools.last_mut().expect("just pushed")
   }
 

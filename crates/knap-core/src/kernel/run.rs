@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::budget::{catalog_price, round10, Admission, Denomination, Meter, Price, Usage};
 use super::host::{Host, HostToolCall, ModelCall};
+use super::journaling::{error_code, DurableRun, ToolIdentity, ToolPlan};
 use super::receipt::{BreakerEvent, Receipt, ReceiptCall};
 use super::schema::{stable_stringify, validate};
-use super::journaling::{error_code, DurableRun, ToolIdentity, ToolPlan};
 use super::spec::{AgentSpec, OptionError, RunLimits, RunOptionsSpec, ToolRuntime, ToolSpec};
 use crate::durable::canonical::{child_path, sha256_hex as digest_hex};
 use crate::durable::journal::{analyze, Expected, Journal, JournalState, PriorTotals, ResumeState};
@@ -38,7 +38,12 @@ pub struct RunFailure {
 
 impl RunFailure {
   fn refused(e: DurableError) -> Self {
-    Self { message: e.message, receipt: Value::Null, code: Some(e.code), pre_run: true }
+    Self {
+      message: e.message,
+      receipt: Value::Null,
+      code: Some(e.code),
+      pre_run: true,
+    }
   }
 }
 
@@ -62,7 +67,11 @@ impl Prepared {
   pub fn new(options: RunOptionsSpec) -> Result<Self, OptionError> {
     let limits = options.limits()?;
     let meter = options.budget()?;
-    Ok(Self { limits, meter, options })
+    Ok(Self {
+      limits,
+      meter,
+      options,
+    })
   }
 }
 
@@ -79,7 +88,10 @@ struct Shared {
 }
 
 fn now_ms() -> u64 {
-  SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+  SystemTime::now()
+    .duration_since(UNIX_EPOCH)
+    .map(|d| d.as_millis() as u64)
+    .unwrap_or(0)
 }
 
 fn sha256_hex(s: &str) -> String {
@@ -96,7 +108,11 @@ pub async fn run_agent(
   durable: Option<DurableSetup>,
 ) -> Result<Value, RunFailure> {
   let started = Instant::now();
-  let Prepared { limits, meter, options } = prepared;
+  let Prepared {
+    limits,
+    meter,
+    options,
+  } = prepared;
   let run_id = options.run_id.clone();
   let mut resume: Option<Box<ResumeState>> = None;
   let mut durable_run = None;
@@ -106,7 +122,10 @@ pub async fn run_agent(
       return Err(RunFailure::refused(run_id_error()));
     }
     if options.max_cost_usd.is_some() {
-      return Err(RunFailure::refused(DurableError::coded("cave_durable_max_cost_usd_unsupported", "use RunOptions.budget with durable runs")));
+      return Err(RunFailure::refused(DurableError::coded(
+        "cave_durable_max_cost_usd_unsupported",
+        "use RunOptions.budget with durable runs",
+      )));
     }
     let store = setup.store.clone();
     store.acquire(&run_id).await.map_err(RunFailure::refused)?;
@@ -125,17 +144,41 @@ pub async fn run_agent(
         host.emit(json!({"type": "run_end", "runId": run_id, "result": result}));
         return Ok(result);
       }
-      (JournalState::Failed { code, message, receipt }, _) => {
+      (
+        JournalState::Failed {
+          code,
+          message,
+          receipt,
+        },
+        _,
+      ) => {
         release(&store, &run_id).await;
         host.emit(json!({"type": "run_start", "runId": run_id, "agentId": agent.id}));
-        host.emit(json!({"type": "run_error", "runId": run_id, "code": code, "message": message, "receipt": receipt}));
-        return Err(RunFailure { message, receipt, code: Some(code), pre_run: false });
+        host.emit(
+          json!({"type": "run_error", "runId": run_id, "code": code, "message": message, "receipt": receipt}),
+        );
+        return Err(RunFailure {
+          message,
+          receipt,
+          code: Some(code),
+          pre_run: false,
+        });
       }
       (JournalState::Fresh, journal) => {
-        durable_run = Some(Arc::new(DurableRun::new(&run_id, journal, Vec::new(), meter.is_some())));
+        durable_run = Some(Arc::new(DurableRun::new(
+          &run_id,
+          journal,
+          Vec::new(),
+          meter.is_some(),
+        )));
       }
       (JournalState::Pending(state), journal) => {
-        durable_run = Some(Arc::new(DurableRun::new(&run_id, journal, state.replay.clone(), meter.is_some())));
+        durable_run = Some(Arc::new(DurableRun::new(
+          &run_id,
+          journal,
+          state.replay.clone(),
+          meter.is_some(),
+        )));
         resume = Some(state);
       }
     }
@@ -151,8 +194,19 @@ pub async fn run_agent(
     durable: durable_run.clone(),
     quiet: options.quiet,
   });
-  shared.host.emit(json!({"type": "run_start", "runId": run_id, "agentId": agent.id}));
-  let mut level = Level::new(shared.clone(), Arc::new(agent), run_id.clone(), Vec::new(), String::new(), 0, meter, true);
+  shared
+    .host
+    .emit(json!({"type": "run_start", "runId": run_id, "agentId": agent.id}));
+  let mut level = Level::new(
+    shared.clone(),
+    Arc::new(agent),
+    run_id.clone(),
+    Vec::new(),
+    String::new(),
+    0,
+    meter,
+    true,
+  );
   let mut outcome = match resume {
     Some(state) => match level.restore(&state).await {
       Ok(()) => level.run(options.input.clone(), started).await,
@@ -169,7 +223,12 @@ pub async fn run_agent(
       Err(f) => d.failed(error_code(&f.message), &f.message, &f.receipt).await,
     };
     if let Err(e) = written {
-      outcome = Err(RunFailure { message: e.message, receipt: Value::Null, code: Some(e.code), pre_run: false });
+      outcome = Err(RunFailure {
+        message: e.message,
+        receipt: Value::Null,
+        code: Some(e.code),
+        pre_run: false,
+      });
     }
   }
   if let Some(store) = &store_held {
@@ -192,7 +251,10 @@ pub fn definition_sha256(agent_json: &Value) -> String {
   fn strip(v: &Value) -> Value {
     match v {
       Value::Object(m) => Value::Object(
-        m.iter().filter(|(k, _)| k.as_str() != "toolset").map(|(k, v)| (k.clone(), strip(v))).collect(),
+        m.iter()
+          .filter(|(k, _)| k.as_str() != "toolset")
+          .map(|(k, v)| (k.clone(), strip(v)))
+          .collect(),
       ),
       Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
       other => other.clone(),
@@ -212,10 +274,16 @@ async fn open_journal(
   setup: &DurableSetup,
 ) -> Result<(JournalState, Journal), DurableError> {
   let lines = store.load(run_id).await?;
-  let denomination = meter.as_ref().map(|m| m.denomination.as_str()).unwrap_or("none").to_string();
+  let denomination = meter
+    .as_ref()
+    .map(|m| m.denomination.as_str())
+    .unwrap_or("none")
+    .to_string();
   let budget_max = meter.as_ref().map(|m| m.max);
   let budget_sha256 = match &options.budget {
-    Some(b) => digest_hex(stable_stringify(&serde_json::to_value(BudgetDigest::from(b)).unwrap_or_default()).as_bytes()),
+    Some(b) => digest_hex(
+      stable_stringify(&serde_json::to_value(BudgetDigest::from(b)).unwrap_or_default()).as_bytes(),
+    ),
     None => "none".to_string(),
   };
   let expected = Expected {
@@ -243,18 +311,41 @@ async fn open_journal(
       j
     }
     JournalState::Pending(st) => {
-      if let Some(r) = st.replay.iter().find(|r| r.settled.is_none() && (r.effect == "write" || r.effect == "external")) {
+      if let Some(r) = st
+        .replay
+        .iter()
+        .find(|r| r.settled.is_none() && (r.effect == "write" || r.effect == "external"))
+      {
         // Never re-run a side effect blind. Journaled as the attempt's terminal failure below.
         let mut j = Journal::new(store.clone(), run_id, st.events, st.bytes);
-        j.emit_flush("resumed", json!({"attempt": st.attempts + 1, "unmatchedIntents": st.possible_double_count, "pid": pid})).await?;
+        j.emit_flush(
+          "resumed",
+          json!({"attempt": st.attempts + 1, "unmatchedIntents": st.possible_double_count, "pid": pid}),
+        )
+        .await?;
         let msg = format!("cave_durable_tool_effect_uncertain:{}:{}", r.name, r.tool_call_id);
         let receipt = Receipt::new(run_id, &agent.id).to_value();
         let code = error_code(&msg).to_string();
-        j.emit_flush("run_failed", json!({"code": code, "message": msg, "receipt": receipt})).await?;
-        return Ok((JournalState::Failed { code, message: msg, receipt }, j));
+        j.emit_flush(
+          "run_failed",
+          json!({"code": code, "message": msg, "receipt": receipt}),
+        )
+        .await?;
+        return Ok((
+          JournalState::Failed {
+            code,
+            message: msg,
+            receipt,
+          },
+          j,
+        ));
       }
       let mut j = Journal::new(store.clone(), run_id, st.events, st.bytes);
-      j.emit_flush("resumed", json!({"attempt": st.attempts + 1, "unmatchedIntents": st.possible_double_count, "pid": pid})).await?;
+      j.emit_flush(
+        "resumed",
+        json!({"attempt": st.attempts + 1, "unmatchedIntents": st.possible_double_count, "pid": pid}),
+      )
+      .await?;
       j
     }
     _ => Journal::new(store.clone(), run_id, 0, 0),
@@ -281,7 +372,10 @@ impl From<&super::spec::BudgetSpec> for BudgetDigest {
       max_tokens: b.max_tokens,
       initial_usd: b.initial_usd,
       initial_tokens: b.initial_tokens,
-      output_floor_tokens: Some(b.output_floor_tokens.unwrap_or(crate::limits::OUTPUT_CLAMP_FLOOR_TOKENS as f64)),
+      output_floor_tokens: Some(
+        b.output_floor_tokens
+          .unwrap_or(crate::limits::OUTPUT_CLAMP_FLOOR_TOKENS as f64),
+      ),
       on_exhausted: b.on_exhausted.clone().unwrap_or_else(|| "compact".into()),
     }
   }
@@ -338,8 +432,14 @@ impl Totals {
 
 /// The admission verdict for one tool call.
 enum Verdict {
-  Run { index: usize, args: Value, wallet: Option<Meter> },
-  Blocked { reason: String },
+  Run {
+    index: usize,
+    args: Value,
+    wallet: Option<Meter>,
+  },
+  Blocked {
+    reason: String,
+  },
 }
 
 struct Level {
@@ -479,7 +579,10 @@ impl Level {
 
   fn emit_pi(&self, event: Value) {
     if self.pi_on() {
-      self.shared.host.emit(json!({"type": "pi", "runId": self.run_id, "event": event}));
+      self
+        .shared
+        .host
+        .emit(json!({"type": "pi", "runId": self.run_id, "event": event}));
     }
   }
 
@@ -512,13 +615,21 @@ impl Level {
 
   fn fail(&mut self, message: impl Into<String>) -> RunFailure {
     self.finish_receipt();
-    RunFailure { message: message.into(), receipt: self.receipt.to_value(), code: None, pre_run: false }
+    RunFailure {
+      message: message.into(),
+      receipt: self.receipt.to_value(),
+      code: None,
+      pre_run: false,
+    }
   }
 
   fn system_prompt(&self) -> String {
     let mut parts = vec![self.agent.instructions.clone()];
     for c in &self.agent.contexts {
-      parts.push(format!("<cave-context id=\"{}\">\n{}\n</cave-context>", c.id, c.text));
+      parts.push(format!(
+        "<cave-context id=\"{}\">\n{}\n</cave-context>",
+        c.id, c.text
+      ));
     }
     if let Some(out) = &self.agent.output {
       parts.push(match &out.schema {
@@ -556,7 +667,13 @@ impl Level {
         )));
       }
     }
-    if self.agent.sandbox == "required" && self.agent.tools.iter().any(|t| !matches!(t.runtime, ToolRuntime::Subagent { .. })) {
+    if self.agent.sandbox == "required"
+      && self
+        .agent
+        .tools
+        .iter()
+        .any(|t| !matches!(t.runtime, ToolRuntime::Subagent { .. }))
+    {
       return Err(self.fail(
         "cave_tool_sandbox_entry_required: sandboxed tools need RunOptions.entryPath; use sandbox fixture only for trusted tests",
       ));
@@ -580,11 +697,19 @@ impl Level {
     }
 
     loop {
-      let Some(message) = self.model_turn(&system).await? else { break };
+      let Some(message) = self.model_turn(&system).await? else {
+        break;
+      };
       let calls: Vec<Value> = message
         .get("content")
         .and_then(Value::as_array)
-        .map(|parts| parts.iter().filter(|p| p.get("type").and_then(Value::as_str) == Some("toolCall")).cloned().collect())
+        .map(|parts| {
+          parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("toolCall"))
+            .cloned()
+            .collect()
+        })
         .unwrap_or_default();
       if calls.is_empty() {
         self.journal_turn().await?;
@@ -635,13 +760,20 @@ impl Level {
     let mut max_tokens = self.agent.output.as_ref().map(|o| o.max_tokens);
     let mut clamped = None;
     if let Some(meter) = &self.meter {
-      let ceiling = Meter::input_ceiling(self.context_bytes, self.message_count, self.agent.model.context_window);
+      let ceiling = Meter::input_ceiling(
+        self.context_bytes,
+        self.message_count,
+        self.agent.model.context_window,
+      );
       match meter.admit(ceiling, model_cap, self.price.as_ref()) {
         Admission::Stop => {
           self.stop = Some("budget_exhausted");
           return Ok(None);
         }
-        Admission::Go { max_output, clamped: c } => {
+        Admission::Go {
+          max_output,
+          clamped: c,
+        } => {
           max_tokens = Some(max_output);
           if c {
             clamped = Some(max_output);
@@ -697,7 +829,11 @@ impl Level {
     }
     match message.get("stopReason").and_then(Value::as_str) {
       Some("error") => {
-        let detail = message.get("errorMessage").and_then(Value::as_str).unwrap_or("provider error").to_string();
+        let detail = message
+          .get("errorMessage")
+          .and_then(Value::as_str)
+          .unwrap_or("provider error")
+          .to_string();
         return Err(self.fail(format!("cave_provider_terminal_error: {detail}")));
       }
       Some("aborted") => {
@@ -728,8 +864,16 @@ impl Level {
       m.settle(amount);
     }
     self.receipt.calls.push(ReceiptCall {
-      provider: message.get("provider").and_then(Value::as_str).unwrap_or(&self.agent.model.provider).to_string(),
-      model: message.get("model").and_then(Value::as_str).unwrap_or(&self.agent.model.id).to_string(),
+      provider: message
+        .get("provider")
+        .and_then(Value::as_str)
+        .unwrap_or(&self.agent.model.provider)
+        .to_string(),
+      model: message
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(&self.agent.model.id)
+        .to_string(),
       input_tokens: usage.input,
       output_tokens: usage.output,
       cache_read_tokens: usage.cache_read,
@@ -753,9 +897,11 @@ impl Level {
     let mut in_turn = 0u32;
     // Pi agent-core: one sequential (non-read) tool in the turn makes the whole batch sequential;
     // otherwise every call is admitted in order, then all execute concurrently.
-    let parallel = calls
-      .iter()
-      .all(|c| self.find_tool(call_name(c)).map_or(true, |t| self.agent.tools[t].effect == "read"));
+    let parallel = calls.iter().all(|c| {
+      self
+        .find_tool(call_name(c))
+        .map_or(true, |t| self.agent.tools[t].effect == "read")
+    });
     let batch_size = if parallel { calls.len().max(1) } else { 1 };
     for batch in calls.chunks(batch_size) {
       let mut verdicts = Vec::with_capacity(batch.len());
@@ -763,10 +909,16 @@ impl Level {
       for call in batch {
         in_turn += 1;
         let name = call_name(call).to_string();
-        let id = call.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let id = call
+          .get("id")
+          .and_then(Value::as_str)
+          .unwrap_or_default()
+          .to_string();
         let args = call.get("arguments").cloned().unwrap_or(Value::Null);
         if self.pi_on() {
-          self.emit_pi(json!({"type": "tool_execution_start", "toolCallId": id, "toolName": name, "args": args}));
+          self.emit_pi(
+            json!({"type": "tool_execution_start", "toolCallId": id, "toolName": name, "args": args}),
+          );
         }
         self.receipt.record_call(&name);
         self.tool_names.push(name.clone());
@@ -780,7 +932,11 @@ impl Level {
         };
         match &verdict {
           Verdict::Blocked { reason } => {
-            let out = Executed { text: reason.clone(), is_error: true, child: None };
+            let out = Executed {
+              text: reason.clone(),
+              is_error: true,
+              child: None,
+            };
             self.emit_tool_end(&id, &name, &out);
             outs.push(Some(out));
           }
@@ -793,10 +949,14 @@ impl Level {
         .iter()
         .enumerate()
         .filter_map(|(k, (id, _, verdict))| {
-          let Verdict::Run { index, args, wallet } = verdict else { return None };
+          let Verdict::Run { index, args, wallet } = verdict else {
+            return None;
+          };
           let future: BoxFuture<Executed> = {
             let tool = self.agent.tools[*index].clone();
-            let plan = self.durable().map(|d| (d.plan(&self.path, id, &tool.name, &tool.effect, args), d));
+            let plan = self
+              .durable()
+              .map(|d| (d.plan(&self.path, id, &tool.name, &tool.effect, args), d));
             let mut ctx = ExecContext {
               shared: shared.clone(),
               agent_path: self.agent_path.clone(),
@@ -807,16 +967,36 @@ impl Level {
             match plan {
               None => Box::pin(execute(ctx, tool, args.clone(), id.clone(), wallet.clone())),
               Some((ToolPlan::Mismatch(text), _)) => Box::pin(async move { tool_error(text) }),
-              Some((ToolPlan::Replay(text, is_error), _)) => {
-                Box::pin(async move { Executed { text, is_error, child: None } })
-              }
+              Some((ToolPlan::Replay(text, is_error), _)) => Box::pin(async move {
+                Executed {
+                  text,
+                  is_error,
+                  child: None,
+                }
+              }),
               Some((ToolPlan::Fresh(identity), d)) => {
                 ctx.durable_key = Some((identity.idempotency_key.clone(), false));
-                Box::pin(execute_journaled(ctx, tool, args.clone(), identity, wallet.clone(), d, true))
+                Box::pin(execute_journaled(
+                  ctx,
+                  tool,
+                  args.clone(),
+                  identity,
+                  wallet.clone(),
+                  d,
+                  true,
+                ))
               }
               Some((ToolPlan::Redrive(identity), d)) => {
                 ctx.durable_key = Some((identity.idempotency_key.clone(), true));
-                Box::pin(execute_journaled(ctx, tool, args.clone(), identity, wallet.clone(), d, false))
+                Box::pin(execute_journaled(
+                  ctx,
+                  tool,
+                  args.clone(),
+                  identity,
+                  wallet.clone(),
+                  d,
+                  false,
+                ))
               }
             }
           };
@@ -889,8 +1069,18 @@ impl Level {
   }
 
   /// The admission checks of `beforeToolCall`, in the reference's order. `Err` is a policy failure.
-  async fn admit(&mut self, name: &str, id: &str, args: &Value, in_turn: u32) -> Result<Verdict, PolicyError> {
-    let blocked = |reason: &str| Ok(Verdict::Blocked { reason: reason.to_string() });
+  async fn admit(
+    &mut self,
+    name: &str,
+    id: &str,
+    args: &Value,
+    in_turn: u32,
+  ) -> Result<Verdict, PolicyError> {
+    let blocked = |reason: &str| {
+      Ok(Verdict::Blocked {
+        reason: reason.to_string(),
+      })
+    };
     // Pi validates the arguments of a declared tool before `beforeToolCall` runs.
     if let Some(tool) = self.find_tool(name).map(|i| &self.agent.tools[i]) {
       let problems = validate(&tool.input, args);
@@ -898,7 +1088,11 @@ impl Level {
         let text = format!(
           "Validation failed for tool \"{}\":\n{}\n\nReceived arguments:\n{}",
           tool.name,
-          problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"),
+          problems
+            .iter()
+            .map(|p| format!("  - {p}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
           serde_json::to_string_pretty(args).unwrap_or_default()
         );
         return Ok(Verdict::Blocked { reason: text });
@@ -919,15 +1113,34 @@ impl Level {
     let allow_repeat = index.is_some_and(|i| self.agent.tools[i].allow_repeat);
     if let Some(b) = self.shared.limits.breakers {
       if in_turn > b.max_tool_calls_per_turn {
-        self.receipt.breakers.push(BreakerEvent { kind: "fan_out_blocked", tool: Some(name.into()), count: in_turn as u64, signature: None });
+        self.receipt.breakers.push(BreakerEvent {
+          kind: "fan_out_blocked",
+          tool: Some(name.into()),
+          count: in_turn as u64,
+          signature: None,
+        });
         return blocked("cave_fan_out_cap_exceeded");
       }
       if !allow_repeat {
         let signature = sha256_hex(&stable_stringify(&json!({"tool": name, "args": args})));
-        let seen = self.recent_calls.iter().flatten().filter(|s| **s == signature).count() as u32 + 1;
-        self.recent_calls.back_mut().map(|turn| turn.push(signature.clone()));
+        let seen = self
+          .recent_calls
+          .iter()
+          .flatten()
+          .filter(|s| **s == signature)
+          .count() as u32
+          + 1;
+        self
+          .recent_calls
+          .back_mut()
+          .map(|turn| turn.push(signature.clone()));
         if seen >= b.repeated_tool_calls {
-          self.receipt.breakers.push(BreakerEvent { kind: "loop_detected", tool: Some(name.into()), count: seen as u64, signature: Some(signature) });
+          self.receipt.breakers.push(BreakerEvent {
+            kind: "loop_detected",
+            tool: Some(name.into()),
+            count: seen as u64,
+            signature: Some(signature),
+          });
           self.stop = Some("loop_detected");
           return blocked("cave_tool_call_loop_detected");
         }
@@ -957,7 +1170,9 @@ impl Level {
       };
       if let Some(denial) = decide_tool_call(policy.as_ref(), &input, default_timeout()).await? {
         self.receipt.record_denial(name);
-        return Ok(Verdict::Blocked { reason: denial.reason });
+        return Ok(Verdict::Blocked {
+          reason: denial.reason,
+        });
       }
     }
     // Subagent checks run where the reference's `executeSubagent` runs them: after the policy,
@@ -965,7 +1180,14 @@ impl Level {
     // fails an earlier check does not use up `maxCalls`.
     let mut wallet = None;
     let tool = &self.agent.tools[index];
-    if let ToolRuntime::Subagent { max_calls, max_cost_usd, max_tokens, max_input_chars, .. } = &tool.runtime {
+    if let ToolRuntime::Subagent {
+      max_calls,
+      max_cost_usd,
+      max_tokens,
+      max_input_chars,
+      ..
+    } = &tool.runtime
+    {
       let Some(task) = args.get("task").and_then(Value::as_str) else {
         return blocked("cave_subagent_arguments_invalid");
       };
@@ -985,7 +1207,9 @@ impl Level {
           Denomination::Usd => *max_cost_usd,
           Denomination::Tokens => max_tokens.map(|t| t as f64),
         };
-        let Some(cap) = cap else { return blocked("cave_subagent_wallet_denomination_unavailable") };
+        let Some(cap) = cap else {
+          return blocked("cave_subagent_wallet_denomination_unavailable");
+        };
         let carve = cap.min(parent.remaining());
         if carve <= 0.0 {
           return blocked("cave_subagent_wallet_unavailable");
@@ -995,7 +1219,11 @@ impl Level {
         wallet = Some(m);
       }
     }
-    Ok(Verdict::Run { index, args: args.clone(), wallet })
+    Ok(Verdict::Run {
+      index,
+      args: args.clone(),
+      wallet,
+    })
   }
 
   fn check_no_progress(&mut self, message: &Value) {
@@ -1011,8 +1239,15 @@ impl Level {
       while self.turn_signatures.len() > b.no_progress_turns as usize {
         self.turn_signatures.pop_front();
       }
-      if self.turn_signatures.len() == b.no_progress_turns as usize && self.turn_signatures.iter().all(|s| *s == signature) {
-        self.receipt.breakers.push(BreakerEvent { kind: "no_progress", tool: None, count: b.no_progress_turns as u64, signature: Some(signature) });
+      if self.turn_signatures.len() == b.no_progress_turns as usize
+        && self.turn_signatures.iter().all(|s| *s == signature)
+      {
+        self.receipt.breakers.push(BreakerEvent {
+          kind: "no_progress",
+          tool: None,
+          count: b.no_progress_turns as u64,
+          signature: Some(signature),
+        });
         self.stop.get_or_insert("no_progress");
       }
     }
@@ -1031,7 +1266,10 @@ impl Level {
       r.overspent = m.overspent;
       r.cap_breached = m.cap_breached;
     }
-    r.cap_breached |= r.subagents.iter().any(|s| s.get("capBreached") == Some(&Value::Bool(true)));
+    r.cap_breached |= r
+      .subagents
+      .iter()
+      .any(|s| s.get("capBreached") == Some(&Value::Bool(true)));
     r.total_estimated_usd = round10(t.cost_usd);
     r.total_tokens = t.input + t.output + t.cache_read + t.cache_write;
     r.unpriced = t.unpriced;
@@ -1075,9 +1313,21 @@ impl Level {
       }
     }
     let t = self.all_totals();
-    let provider = last.as_ref().and_then(|m| m.get("provider")).and_then(Value::as_str).unwrap_or(&self.agent.model.provider);
-    let model = last.as_ref().and_then(|m| m.get("model")).and_then(Value::as_str).unwrap_or(&self.agent.model.id);
-    let usage_basis = if t.any_call { "provider_reported" } else { "unavailable" };
+    let provider = last
+      .as_ref()
+      .and_then(|m| m.get("provider"))
+      .and_then(Value::as_str)
+      .unwrap_or(&self.agent.model.provider);
+    let model = last
+      .as_ref()
+      .and_then(|m| m.get("model"))
+      .and_then(Value::as_str)
+      .unwrap_or(&self.agent.model.id);
+    let usage_basis = if t.any_call {
+      "provider_reported"
+    } else {
+      "unavailable"
+    };
     let mut result = json!({
       "runId": self.run_id,
       "agentId": self.agent.id,
@@ -1186,22 +1436,41 @@ async fn execute_journaled(
   let out = execute(ctx, tool, args, identity.tool_call_id.clone(), wallet).await;
   if let Err(e) = durable.tool_settled(&identity, &out.text, out.is_error).await {
     durable.set_fatal(e.message.clone());
-    return Executed { text: e.message, is_error: true, child: out.child };
+    return Executed {
+      text: e.message,
+      is_error: true,
+      child: out.child,
+    };
   }
   out
 }
 
 fn tool_error(text: impl Into<String>) -> Executed {
-  Executed { text: text.into(), is_error: true, child: None }
+  Executed {
+    text: text.into(),
+    is_error: true,
+    child: None,
+  }
 }
 
 /// Executes one admitted call. Never fails: errors become error results the model reads.
-async fn execute(ctx: ExecContext, tool: ToolSpec, args: Value, tool_call_id: String, wallet: Option<Meter>) -> Executed {
+async fn execute(
+  ctx: ExecContext,
+  tool: ToolSpec,
+  args: Value,
+  tool_call_id: String,
+  wallet: Option<Meter>,
+) -> Executed {
   let timeout = Duration::from_millis(tool.timeout_ms.max(1));
   match &tool.runtime {
-    ToolRuntime::Native { toolset, has_on_output } => {
+    ToolRuntime::Native {
+      toolset,
+      has_on_output,
+    } => {
       let Some(tools) = ctx.shared.host.native_toolset(*toolset) else {
-        return tool_error(format!("cave_tool_definition_invalid: native tool set {toolset} is gone"));
+        return tool_error(format!(
+          "cave_tool_definition_invalid: native tool set {toolset} is gone"
+        ));
       };
       let token = ctx.shared.cancel.child_token();
       match tokio::time::timeout(timeout, tools.execute(&tool.name, &args, token.clone())).await {
@@ -1220,7 +1489,14 @@ async fn execute(ctx: ExecContext, tool: ToolSpec, args: Value, tool_call_id: St
     }
     ToolRuntime::Host { key } => {
       let call_id = ctx.shared.next_call.fetch_add(1, Ordering::Relaxed);
-      let call = HostToolCall { call_id, key: *key, args, tool_call_id, parent_tool_call_id: None, durable: ctx.durable_key.clone() };
+      let call = HostToolCall {
+        call_id,
+        key: *key,
+        args,
+        tool_call_id,
+        parent_tool_call_id: None,
+        durable: ctx.durable_key.clone(),
+      };
       match tokio::time::timeout(timeout, ctx.shared.host.tool_call(call)).await {
         Err(_) => {
           ctx.shared.host.abort_tool(call_id);
@@ -1238,7 +1514,11 @@ async fn execute(ctx: ExecContext, tool: ToolSpec, args: Value, tool_call_id: St
         }
       }
     }
-    ToolRuntime::Subagent { agent, max_context_tokens, .. } => {
+    ToolRuntime::Subagent {
+      agent,
+      max_context_tokens,
+      ..
+    } => {
       let task = args.get("task").and_then(Value::as_str).unwrap_or_default();
       if (task.len() as u64).div_ceil(4) > *max_context_tokens {
         return tool_error("cave_subagent_context_budget");
@@ -1247,11 +1527,23 @@ async fn execute(ctx: ExecContext, tool: ToolSpec, args: Value, tool_call_id: St
       agent_path.push(tool.name.clone());
       let child_id = uuid::Uuid::new_v4().to_string();
       let path = child_path(&ctx.path, &tool.name, &tool_call_id);
-      let level =
-        Level::new(ctx.shared.clone(), Arc::new((**agent).clone()), child_id, agent_path, path, ctx.depth + 1, wallet, false);
+      let level = Level::new(
+        ctx.shared.clone(),
+        Arc::new((**agent).clone()),
+        child_id,
+        agent_path,
+        path,
+        ctx.depth + 1,
+        wallet,
+        false,
+      );
       let input = json!([{"type": "text", "text": task}]);
       match level.run(input, Instant::now()).await {
-        Err(f) => Executed { text: f.message, is_error: true, child: Some(child_report(&f.receipt, None)) },
+        Err(f) => Executed {
+          text: f.message,
+          is_error: true,
+          child: Some(child_report(&f.receipt, None)),
+        },
         Ok(result) => {
           let text = json!({
             "text": result["text"], "agent_id": result["agentId"], "usage_basis": result["usageBasis"],
@@ -1259,7 +1551,11 @@ async fn execute(ctx: ExecContext, tool: ToolSpec, args: Value, tool_call_id: St
             "cost_usd": result["costUsd"], "stop_reason": result["stopReason"], "claim_basis": "inferred"
           })
           .to_string();
-          Executed { text, is_error: false, child: Some(child_report(&result["receipt"], Some(&result))) }
+          Executed {
+            text,
+            is_error: false,
+            child: Some(child_report(&result["receipt"], Some(&result))),
+          }
         }
       }
     }
@@ -1274,12 +1570,22 @@ fn child_report(receipt: &Value, result: Option<&Value>) -> ChildReport {
     cache_read: n("cacheReadTokens"),
     cache_write: n("cacheWriteTokens"),
     reasoning: n("reasoningTokens"),
-    cost_usd: receipt.get("totalEstimatedUsd").and_then(Value::as_f64).unwrap_or(0.0),
+    cost_usd: receipt
+      .get("totalEstimatedUsd")
+      .and_then(Value::as_f64)
+      .unwrap_or(0.0),
     unpriced: receipt.get("unpriced").and_then(Value::as_bool).unwrap_or(false),
-    any_call: receipt.get("calls").and_then(Value::as_array).is_some_and(|c| !c.is_empty()),
+    any_call: receipt
+      .get("calls")
+      .and_then(Value::as_array)
+      .is_some_and(|c| !c.is_empty()),
   };
   let spent = receipt.get("spent").and_then(Value::as_f64).unwrap_or(0.0);
-  ChildReport { receipt: receipt.clone(), usage, spent }
+  ChildReport {
+    receipt: receipt.clone(),
+    usage,
+    spent,
+  }
 }
 
 /// Result-size rules of `toPiTool` / `settleToolOutput`.
@@ -1293,5 +1599,9 @@ fn settle_text(tool: &ToolSpec, text: String) -> Executed {
       _ => return tool_error("cave_tool_result_requires_recovery"),
     }
   }
-  Executed { text, is_error: false, child: None }
+  Executed {
+    text,
+    is_error: false,
+    child: None,
+  }
 }

@@ -67,14 +67,25 @@ fn check(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>) {
   }
   if let Some(Value::Array(options)) = s.get("enum") {
     if !options.contains(v) {
-      errors.push(format!("{}: must be one of {}", at(path), Value::Array(options.clone())));
+      errors.push(format!(
+        "{}: must be one of {}",
+        at(path),
+        Value::Array(options.clone())
+      ));
     }
   }
   for key in ["anyOf", "oneOf"] {
     if let Some(Value::Array(options)) = s.get(key) {
-      let passing = options.iter().filter(|o| validate_at(o, v, path).is_empty()).count();
+      let passing = options
+        .iter()
+        .filter(|o| validate_at(o, v, path).is_empty())
+        .count();
       if passing == 0 || (key == "oneOf" && passing > 1) {
-        errors.push(format!("{}: must match {} schema in {key}", at(path), if key == "oneOf" { "exactly one" } else { "a" }));
+        errors.push(format!(
+          "{}: must match {} schema in {key}",
+          at(path),
+          if key == "oneOf" { "exactly one" } else { "a" }
+        ));
       }
     }
   }
@@ -98,7 +109,9 @@ fn check(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>) {
         match props.and_then(|p| p.get(k)) {
           Some(ps) => check(ps, val, &child, errors),
           None => match s.get("additionalProperties") {
-            Some(Value::Bool(false)) => errors.push(format!("{}: must not have additional property '{k}'", at(path))),
+            Some(Value::Bool(false)) => {
+              errors.push(format!("{}: must not have additional property '{k}'", at(path)))
+            }
             Some(extra @ Value::Object(_)) => check(extra, val, &child, errors),
             _ => {}
           },
@@ -111,13 +124,45 @@ fn check(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>) {
           check(item_schema, item, &format!("{path}/{i}"), errors);
         }
       }
-      bound(s, "minItems", items.len() as f64, |m, n| n >= m, "must have at least {} items", path, errors);
-      bound(s, "maxItems", items.len() as f64, |m, n| n <= m, "must have at most {} items", path, errors);
+      bound(
+        s,
+        "minItems",
+        items.len() as f64,
+        |m, n| n >= m,
+        "must have at least {} items",
+        path,
+        errors,
+      );
+      bound(
+        s,
+        "maxItems",
+        items.len() as f64,
+        |m, n| n <= m,
+        "must have at most {} items",
+        path,
+        errors,
+      );
     }
     Value::String(text) => {
       let len = text.chars().map(char::len_utf16).sum::<usize>() as f64;
-      bound(s, "minLength", len, |m, n| n >= m, "must be at least {} characters", path, errors);
-      bound(s, "maxLength", len, |m, n| n <= m, "must be at most {} characters", path, errors);
+      bound(
+        s,
+        "minLength",
+        len,
+        |m, n| n >= m,
+        "must be at least {} characters",
+        path,
+        errors,
+      );
+      bound(
+        s,
+        "maxLength",
+        len,
+        |m, n| n <= m,
+        "must be at most {} characters",
+        path,
+        errors,
+      );
       if let Some(Value::String(p)) = s.get("pattern") {
         if let Ok(re) = regex::Regex::new(p) {
           if !re.is_match(text) {
@@ -130,8 +175,24 @@ fn check(schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>) {
       let f = n.as_f64().unwrap_or(0.0);
       bound(s, "minimum", f, |m, n| n >= m, "must be >= {}", path, errors);
       bound(s, "maximum", f, |m, n| n <= m, "must be <= {}", path, errors);
-      bound(s, "exclusiveMinimum", f, |m, n| n > m, "must be > {}", path, errors);
-      bound(s, "exclusiveMaximum", f, |m, n| n < m, "must be < {}", path, errors);
+      bound(
+        s,
+        "exclusiveMinimum",
+        f,
+        |m, n| n > m,
+        "must be > {}",
+        path,
+        errors,
+      );
+      bound(
+        s,
+        "exclusiveMaximum",
+        f,
+        |m, n| n < m,
+        "must be < {}",
+        path,
+        errors,
+      );
     }
     _ => {}
   }
@@ -173,11 +234,16 @@ pub fn stable_stringify(v: &Value) -> String {
     Value::Object(obj) => {
       let mut keys: Vec<&String> = obj.keys().collect();
       keys.sort();
-      let parts: Vec<String> =
-        keys.iter().map(|k| format!("{}:{}", Value::String((*k).clone()), stable_stringify(&obj[*k]))).collect();
+      let parts: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{}:{}", Value::String((*k).clone()), stable_stringify(&obj[*k])))
+        .collect();
       format!("{{{}}}", parts.join(","))
     }
-    Value::Array(items) => format!("[{}]", items.iter().map(stable_stringify).collect::<Vec<_>>().join(",")),
+    Value::Array(items) => format!(
+      "[{}]",
+      items.iter().map(stable_stringify).collect::<Vec<_>>().join(",")
+    ),
     other => other.to_string(),
   }
 }
@@ -199,6 +265,9 @@ mod tests {
 
   #[test]
   fn stable() {
-    assert_eq!(stable_stringify(&json!({"b":1,"a":[{"d":1,"c":2}]})), r#"{"a":[{"c":2,"d":1}],"b":1}"#);
+    assert_eq!(
+      stable_stringify(&json!({"b":1,"a":[{"d":1,"c":2}]})),
+      r#"{"a":[{"c":2,"d":1}],"b":1}"#
+    );
   }
 }

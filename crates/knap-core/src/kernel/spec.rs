@@ -153,7 +153,10 @@ pub struct OptionError {
 
 impl OptionError {
   fn new(code: &str, detail: &str) -> Self {
-    Self { code: code.into(), message: format!("{code}: {detail}") }
+    Self {
+      code: code.into(),
+      message: format!("{code}: {detail}"),
+    }
   }
 }
 
@@ -171,18 +174,36 @@ fn positive_int(v: Option<f64>, default: u32, code: &str, max: f64) -> Result<u3
   match v {
     None => Ok(default),
     Some(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 && f <= max => Ok(f as u32),
-    Some(f) => Err(OptionError::new(code, &format!("expected a positive integer, got {f}"))),
+    Some(f) => Err(OptionError::new(
+      code,
+      &format!("expected a positive integer, got {f}"),
+    )),
   }
 }
 
 impl RunOptionsSpec {
   pub fn limits(&self) -> Result<RunLimits, OptionError> {
-    let max_model_calls = positive_int(self.max_model_calls, DEFAULT_MAX_MODEL_CALLS, "cave_max_model_calls_invalid", u32::MAX as f64)?;
-    let max_tool_calls = positive_int(self.max_tool_calls, DEFAULT_MAX_TOOL_CALLS, "cave_max_tool_calls_invalid", u32::MAX as f64)?;
+    let max_model_calls = positive_int(
+      self.max_model_calls,
+      DEFAULT_MAX_MODEL_CALLS,
+      "cave_max_model_calls_invalid",
+      u32::MAX as f64,
+    )?;
+    let max_tool_calls = positive_int(
+      self.max_tool_calls,
+      DEFAULT_MAX_TOOL_CALLS,
+      "cave_max_tool_calls_invalid",
+      u32::MAX as f64,
+    )?;
     let deadline_ms = match self.deadline_ms {
       None => None,
       Some(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 && f <= MAX_SAFE_INTEGER => Some(f as u64),
-      Some(f) => return Err(OptionError::new("cave_run_deadline_invalid", &format!("deadlineMs must be a positive safe integer, got {f}"))),
+      Some(f) => {
+        return Err(OptionError::new(
+          "cave_run_deadline_invalid",
+          &format!("deadlineMs must be a positive safe integer, got {f}"),
+        ))
+      }
     };
     let max_subagent_depth = positive_int(
       self.max_subagent_depth,
@@ -193,9 +214,13 @@ impl RunOptionsSpec {
     let breakers = match &self.breakers {
       None => None,
       Some(b) => {
-        let t = |v: Option<f64>, d: u32| positive_int(v, d, "cave_breaker_threshold_invalid", u32::MAX as f64);
+        let t =
+          |v: Option<f64>, d: u32| positive_int(v, d, "cave_breaker_threshold_invalid", u32::MAX as f64);
         if b.retry.is_some() && self.budget.is_none() {
-          return Err(OptionError::new("cave_breaker_retry_requires_budget", "breakers.retry needs a budget"));
+          return Err(OptionError::new(
+            "cave_breaker_retry_requires_budget",
+            "breakers.retry needs a budget",
+          ));
         }
         Some(Breakers {
           repeated_tool_calls: t(b.repeated_tool_calls, BREAKER_REPEATED_TOOL_CALLS)?,
@@ -206,44 +231,79 @@ impl RunOptionsSpec {
       }
     };
     if self.budget.is_some() && self.max_cost_usd.is_some() {
-      return Err(OptionError::new("cave_budget_conflicting_cap", "budget and maxCostUsd cannot be combined"));
+      return Err(OptionError::new(
+        "cave_budget_conflicting_cap",
+        "budget and maxCostUsd cannot be combined",
+      ));
     }
     if let Some(m) = self.max_cost_usd {
       if !(m.is_finite() && m > 0.0) {
-        return Err(OptionError { code: "cave_agent_definition_invalid".into(), message: "caveman agent: run maxCostUsd must be positive".into() });
+        return Err(OptionError {
+          code: "cave_agent_definition_invalid".into(),
+          message: "caveman agent: run maxCostUsd must be positive".into(),
+        });
       }
     }
-    Ok(RunLimits { max_model_calls, max_tool_calls, deadline_ms, max_subagent_depth, breakers })
+    Ok(RunLimits {
+      max_model_calls,
+      max_tool_calls,
+      deadline_ms,
+      max_subagent_depth,
+      breakers,
+    })
   }
 
   /// `RunBudget` normalization.
   pub fn budget(&self) -> Result<Option<super::budget::Meter>, OptionError> {
     use super::budget::{Denomination, Meter};
     let Some(b) = &self.budget else {
-      return Ok(self.max_cost_usd.map(|m| Meter::new(Denomination::Usd, m, None, None)));
+      return Ok(
+        self
+          .max_cost_usd
+          .map(|m| Meter::new(Denomination::Usd, m, None, None)),
+      );
     };
     let (denom, max, initial) = match (b.max_usd, b.max_tokens) {
       (Some(m), None) if b.initial_tokens.is_none() => (Denomination::Usd, m, b.initial_usd),
       (None, Some(m)) if b.initial_usd.is_none() => (Denomination::Tokens, m, b.initial_tokens),
-      _ => return Err(OptionError::new("cave_budget_denomination_ambiguous", "set exactly one of budget.maxUsd and budget.maxTokens")),
+      _ => {
+        return Err(OptionError::new(
+          "cave_budget_denomination_ambiguous",
+          "set exactly one of budget.maxUsd and budget.maxTokens",
+        ))
+      }
     };
     let tokens = denom == Denomination::Tokens;
     if !(max.is_finite() && max > 0.0) || (tokens && (max.fract() != 0.0 || max > MAX_SAFE_INTEGER)) {
-      return Err(OptionError::new("cave_budget_max_invalid", &format!("budget max must be positive, got {max}")));
+      return Err(OptionError::new(
+        "cave_budget_max_invalid",
+        &format!("budget max must be positive, got {max}"),
+      ));
     }
     if let Some(i) = initial {
       if !(i.is_finite() && i > 0.0 && i <= max) || (tokens && i.fract() != 0.0) {
-        return Err(OptionError::new("cave_budget_initial_invalid", &format!("budget initial must be positive and at most max, got {i}")));
+        return Err(OptionError::new(
+          "cave_budget_initial_invalid",
+          &format!("budget initial must be positive and at most max, got {i}"),
+        ));
       }
     }
     let floor = match b.output_floor_tokens {
       None => None,
       Some(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 => Some(f as u64),
-      Some(f) => return Err(OptionError::new("cave_budget_output_floor_invalid", &format!("outputFloorTokens must be a positive integer, got {f}"))),
+      Some(f) => {
+        return Err(OptionError::new(
+          "cave_budget_output_floor_invalid",
+          &format!("outputFloorTokens must be a positive integer, got {f}"),
+        ))
+      }
     };
     if let Some(o) = &b.on_exhausted {
       if o != "compact" && o != "stop" {
-        return Err(OptionError::new("cave_budget_on_exhausted_invalid", &format!("onExhausted must be \"compact\" or \"stop\", got {o:?}")));
+        return Err(OptionError::new(
+          "cave_budget_on_exhausted_invalid",
+          &format!("onExhausted must be \"compact\" or \"stop\", got {o:?}"),
+        ));
       }
     }
     Ok(Some(Meter::new(denom, max, initial, floor)))

@@ -26,7 +26,10 @@ struct FakeHost {
 
 impl FakeHost {
   fn new(turns: Vec<Value>) -> Self {
-    Self { turns: Mutex::new(turns.into()), ..Default::default() }
+    Self {
+      turns: Mutex::new(turns.into()),
+      ..Default::default()
+    }
   }
 
   fn event_types(&self) -> Vec<String> {
@@ -71,7 +74,11 @@ impl Host for FakeHost {
   }
 
   fn tool_call(&self, call: HostToolCall) -> BoxFuture<Result<String, String>> {
-    self.tool_log.lock().unwrap().push(format!("{}:{}", call.key, call.args));
+    self
+      .tool_log
+      .lock()
+      .unwrap()
+      .push(format!("{}:{}", call.key, call.args));
     self.durable_log.lock().unwrap().push(call.durable.clone());
     Box::pin(async move {
       match call.key {
@@ -103,7 +110,11 @@ struct DenyWrites(Arc<Mutex<Vec<PolicyInput>>>);
 impl ToolPolicy for DenyWrites {
   fn evaluate(&self, input: &PolicyInput) -> BoxFuture<Result<PolicyAnswer, String>> {
     self.0.lock().unwrap().push(input.clone());
-    let answer = if input.effect == "write" { json!({"deny": "read_only_review"}) } else { Value::Null };
+    let answer = if input.effect == "write" {
+      json!({"deny": "read_only_review"})
+    } else {
+      Value::Null
+    };
     Box::pin(async move { Ok(PolicyAnswer::Value(answer)) })
   }
 }
@@ -144,7 +155,14 @@ fn options(extra: Value) -> RunOptionsSpec {
 }
 
 async fn go(host: Arc<FakeHost>, agent: AgentSpec, opts: RunOptionsSpec) -> Result<Value, RunFailure> {
-  run_agent(host, agent, Prepared::new(opts).unwrap(), CancellationToken::new(), None).await
+  run_agent(
+    host,
+    agent,
+    Prepared::new(opts).unwrap(),
+    CancellationToken::new(),
+    None,
+  )
+  .await
 }
 
 #[tokio::test]
@@ -154,12 +172,21 @@ async fn three_turns_with_a_host_tool_and_receipt() {
     turn("", &[("lookup", json!({"q": "b"})), ("boom", json!({"q": "c"}))]),
     turn("done", &[]),
   ]));
-  let a = agent(vec![host_tool("lookup", 0, "read", 1000), host_tool("boom", 1, "write", 1000)], json!({}));
+  let a = agent(
+    vec![
+      host_tool("lookup", 0, "read", 1000),
+      host_tool("boom", 1, "write", 1000),
+    ],
+    json!({}),
+  );
   let r = go(host.clone(), a, options(json!({}))).await.unwrap();
   assert_eq!(r["text"], "done");
   assert_eq!(r["stopReason"], "complete");
   assert_eq!(r["toolCalls"], json!(["lookup", "lookup", "boom"]));
-  assert_eq!(r["receipt"]["tools"], json!([{"name": "lookup", "calls": 2, "errors": 0}, {"name": "boom", "calls": 1, "errors": 1}]));
+  assert_eq!(
+    r["receipt"]["tools"],
+    json!([{"name": "lookup", "calls": 2, "errors": 0}, {"name": "boom", "calls": 1, "errors": 1}])
+  );
   assert_eq!(r["inputTokens"], 300);
   assert_eq!(r["receipt"]["calls"].as_array().unwrap().len(), 3);
   assert_eq!(r["priceBasis"], "unpriced");
@@ -182,16 +209,37 @@ async fn policy_denial_continues_and_failure_ends_the_run() {
   let mut host = FakeHost::new(vec![turn("", &[("boom", json!({"q": "x"}))]), turn("ok", &[])]);
   host.policy = Some(Arc::new(DenyWrites(log.clone())));
   let host = Arc::new(host);
-  let r = go(host.clone(), agent(vec![host_tool("boom", 1, "write", 1000)], json!({})), options(json!({"hasPolicy": true}))).await.unwrap();
-  assert_eq!(r["receipt"]["tools"], json!([{"name": "boom", "calls": 1, "errors": 1, "denied": 1}]));
+  let r = go(
+    host.clone(),
+    agent(vec![host_tool("boom", 1, "write", 1000)], json!({})),
+    options(json!({"hasPolicy": true})),
+  )
+  .await
+  .unwrap();
+  assert_eq!(
+    r["receipt"]["tools"],
+    json!([{"name": "boom", "calls": 1, "errors": 1, "denied": 1}])
+  );
   assert!(host.tool_log.lock().unwrap().is_empty(), "denied call never ran");
-  assert_eq!(host.calls.lock().unwrap()[1].append[1]["content"][0]["text"], "cave_tool_denied:read_only_review");
+  assert_eq!(
+    host.calls.lock().unwrap()[1].append[1]["content"][0]["text"],
+    "cave_tool_denied:read_only_review"
+  );
   assert_eq!(log.lock().unwrap()[0].agent_path, Vec::<String>::new());
 
-  let mut host = FakeHost::new(vec![turn("", &[("lookup", json!({"q": "x"}))]), turn("never", &[])]);
+  let mut host = FakeHost::new(vec![
+    turn("", &[("lookup", json!({"q": "x"}))]),
+    turn("never", &[]),
+  ]);
   host.policy = Some(Arc::new(Throwing));
   let host = Arc::new(host);
-  let e = go(host.clone(), agent(vec![host_tool("lookup", 0, "read", 1000)], json!({})), options(json!({}))).await.unwrap_err();
+  let e = go(
+    host.clone(),
+    agent(vec![host_tool("lookup", 0, "read", 1000)], json!({})),
+    options(json!({})),
+  )
+  .await
+  .unwrap_err();
   assert_eq!(e.message, "cave_tool_policy_failed");
   assert_eq!(e.receipt["tools"][0]["calls"], 1);
   assert!(host.tool_log.lock().unwrap().is_empty());
@@ -201,17 +249,40 @@ async fn policy_denial_continues_and_failure_ends_the_run() {
 #[tokio::test]
 async fn call_caps_and_unknown_tools() {
   let host = Arc::new(FakeHost::new(vec![
-    turn("", &[("lookup", json!({"q": "1"})), ("lookup", json!({"q": "2"})), ("nope", json!({}))]),
+    turn(
+      "",
+      &[
+        ("lookup", json!({"q": "1"})),
+        ("lookup", json!({"q": "2"})),
+        ("nope", json!({})),
+      ],
+    ),
     turn("", &[("lookup", json!({"q": 3}))]),
     turn("never", &[]),
   ]));
   let a = agent(vec![host_tool("lookup", 0, "read", 1000)], json!({}));
-  let r = go(host.clone(), a, options(json!({"maxToolCalls": 1, "maxModelCalls": 2}))).await.unwrap();
+  let r = go(
+    host.clone(),
+    a,
+    options(json!({"maxToolCalls": 1, "maxModelCalls": 2})),
+  )
+  .await
+  .unwrap();
   assert_eq!(r["stopReason"], "call_budget_exhausted");
   let calls = host.calls.lock().unwrap();
-  let results: Vec<&str> = calls[1].append[1..].iter().map(|m| m["content"][0]["text"].as_str().unwrap()).collect();
+  let results: Vec<&str> = calls[1].append[1..]
+    .iter()
+    .map(|m| m["content"][0]["text"].as_str().unwrap())
+    .collect();
   // The call cap comes before the unknown-tool check in the reference's order.
-  assert_eq!(results, vec!["echo 1", "cave_tool_call_budget_exceeded", "cave_tool_call_budget_exceeded"]);
+  assert_eq!(
+    results,
+    vec![
+      "echo 1",
+      "cave_tool_call_budget_exceeded",
+      "cave_tool_call_budget_exceeded"
+    ]
+  );
   assert_eq!(calls.len(), 2);
 }
 
@@ -221,10 +292,25 @@ async fn arguments_are_validated_before_the_policy() {
   let mut host = FakeHost::new(vec![turn("", &[("lookup", json!({"q": 5}))]), turn("ok", &[])]);
   host.policy = Some(Arc::new(DenyWrites(log.clone())));
   let host = Arc::new(host);
-  go(host.clone(), agent(vec![host_tool("lookup", 0, "read", 1000)], json!({})), options(json!({}))).await.unwrap();
-  assert!(log.lock().unwrap().is_empty(), "policy never saw invalid arguments");
-  let text = host.calls.lock().unwrap()[1].append[1]["content"][0]["text"].as_str().unwrap().to_string();
-  assert!(text.starts_with("Validation failed for tool \"lookup\""), "{text}");
+  go(
+    host.clone(),
+    agent(vec![host_tool("lookup", 0, "read", 1000)], json!({})),
+    options(json!({})),
+  )
+  .await
+  .unwrap();
+  assert!(
+    log.lock().unwrap().is_empty(),
+    "policy never saw invalid arguments"
+  );
+  let text = host.calls.lock().unwrap()[1].append[1]["content"][0]["text"]
+    .as_str()
+    .unwrap()
+    .to_string();
+  assert!(
+    text.starts_with("Validation failed for tool \"lookup\""),
+    "{text}"
+  );
 }
 
 #[tokio::test]
@@ -232,36 +318,74 @@ async fn loop_breaker_stops_the_run() {
   let same = || turn("", &[("lookup", json!({"q": "same"}))]);
   let host = Arc::new(FakeHost::new(vec![same(), same(), same(), turn("never", &[])]));
   let a = agent(vec![host_tool("lookup", 0, "read", 1000)], json!({}));
-  let r = go(host.clone(), a, options(json!({"breakers": {"repeatedToolCalls": 2}}))).await.unwrap();
+  let r = go(
+    host.clone(),
+    a,
+    options(json!({"breakers": {"repeatedToolCalls": 2}})),
+  )
+  .await
+  .unwrap();
   assert_eq!(r["stopReason"], "loop_detected");
   assert_eq!(r["receipt"]["breakers"][0]["kind"], "loop_detected");
-  assert_eq!(host.tool_log.lock().unwrap().len(), 1, "the second identical call was blocked");
+  assert_eq!(
+    host.tool_log.lock().unwrap().len(),
+    1,
+    "the second identical call was blocked"
+  );
 }
 
 #[tokio::test]
 async fn tool_timeout_is_an_error_result() {
-  let host = Arc::new(FakeHost::new(vec![turn("", &[("slow", json!({"q": "x"}))]), turn("ok", &[])]));
+  let host = Arc::new(FakeHost::new(vec![
+    turn("", &[("slow", json!({"q": "x"}))]),
+    turn("ok", &[]),
+  ]));
   let a = agent(vec![host_tool("slow", 9, "read", 20)], json!({}));
   let r = go(host.clone(), a, options(json!({}))).await.unwrap();
-  assert_eq!(host.calls.lock().unwrap()[1].append[1]["content"][0]["text"], "cave_tool_timeout");
+  assert_eq!(
+    host.calls.lock().unwrap()[1].append[1]["content"][0]["text"],
+    "cave_tool_timeout"
+  );
   assert_eq!(r["receipt"]["tools"][0]["errors"], 1);
 }
 
 #[tokio::test]
 async fn budgets_fail_closed_and_stop() {
   let host = Arc::new(FakeHost::new(vec![turn("x", &[])]));
-  let e = go(host.clone(), agent(vec![], json!({})), options(json!({"budget": {"maxUsd": 1}}))).await.unwrap_err();
-  assert!(e.message.starts_with("cave_budget_denomination_unavailable: anthropic/faux-1 is not in the public catalog"));
-  assert!(host.calls.lock().unwrap().is_empty(), "no provider call under an unpriced USD budget");
+  let e = go(
+    host.clone(),
+    agent(vec![], json!({})),
+    options(json!({"budget": {"maxUsd": 1}})),
+  )
+  .await
+  .unwrap_err();
+  assert!(e
+    .message
+    .starts_with("cave_budget_denomination_unavailable: anthropic/faux-1 is not in the public catalog"));
+  assert!(
+    host.calls.lock().unwrap().is_empty(),
+    "no provider call under an unpriced USD budget"
+  );
 
   let lookup = || turn("", &[("lookup", json!({"q": "a"}))]);
-  let host = Arc::new(FakeHost::new(vec![lookup(), lookup(), lookup(), turn("never", &[])]));
+  let host = Arc::new(FakeHost::new(vec![
+    lookup(),
+    lookup(),
+    lookup(),
+    turn("never", &[]),
+  ]));
   let a = agent(vec![host_tool("lookup", 0, "read", 1000)], json!({}));
-  let r = go(host.clone(), a, options(json!({"budget": {"maxTokens": 400}}))).await.unwrap();
+  let r = go(host.clone(), a, options(json!({"budget": {"maxTokens": 400}})))
+    .await
+    .unwrap();
   assert_eq!(r["stopReason"], "budget_exhausted");
   assert_eq!(r["receipt"]["denomination"], "tokens");
   assert_eq!(r["receipt"]["max"], 400.0);
-  assert_eq!(host.calls.lock().unwrap().len(), 1, "the second call could not reserve even the output floor");
+  assert_eq!(
+    host.calls.lock().unwrap().len(),
+    1,
+    "the second call could not reserve even the output floor"
+  );
   let clamped = r["receipt"]["calls"][0]["clampedOutputTokens"].as_u64().unwrap();
   assert!((256..4000).contains(&clamped));
 }
@@ -271,7 +395,9 @@ async fn priced_usd_budget_meters_calls() {
   let mut a = agent(vec![], json!({}));
   a.model.id = "claude-haiku-4-5".into();
   let host = Arc::new(FakeHost::new(vec![turn("x", &[])]));
-  let r = go(host, a, options(json!({"budget": {"maxUsd": 1}}))).await.unwrap();
+  let r = go(host, a, options(json!({"budget": {"maxUsd": 1}})))
+    .await
+    .unwrap();
   let spent = r["receipt"]["spent"].as_f64().unwrap();
   assert!(spent > 0.0 && spent < 0.01);
   assert_eq!(r["priceBasis"], "public_catalog");
@@ -282,16 +408,36 @@ async fn priced_usd_budget_meters_calls() {
 async fn output_schema_success_and_failures() {
   let out = json!({"output": {"maxTokens": 100, "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}});
   let host = Arc::new(FakeHost::new(vec![turn("{\"n\": 3}", &[])]));
-  let r = go(host.clone(), agent(vec![], out.clone()), options(json!({}))).await.unwrap();
+  let r = go(host.clone(), agent(vec![], out.clone()), options(json!({})))
+    .await
+    .unwrap();
   assert_eq!(r["output"], json!({"n": 3}));
   let system = host.calls.lock().unwrap()[0].system_prompt.clone().unwrap();
   assert!(system.ends_with(r#"<cave-output max_tokens=100>Return exactly one JSON document matching this JSON Schema and no other prose:
 {"properties":{"n":{"type":"integer"}},"required":["n"],"type":"object"}</cave-output>"#));
-  let e = go(Arc::new(FakeHost::new(vec![turn("nope", &[])])), agent(vec![], out.clone()), options(json!({}))).await.unwrap_err();
+  let e = go(
+    Arc::new(FakeHost::new(vec![turn("nope", &[])])),
+    agent(vec![], out.clone()),
+    options(json!({})),
+  )
+  .await
+  .unwrap_err();
   assert_eq!(e.message, "cave_output_schema_invalid_json");
-  let e = go(Arc::new(FakeHost::new(vec![turn("{\"n\":\"x\"}", &[])])), agent(vec![], out), options(json!({}))).await.unwrap_err();
+  let e = go(
+    Arc::new(FakeHost::new(vec![turn("{\"n\":\"x\"}", &[])])),
+    agent(vec![], out),
+    options(json!({})),
+  )
+  .await
+  .unwrap_err();
   assert_eq!(e.message, "cave_output_schema_mismatch");
-  let r = go(Arc::new(FakeHost::new(vec![turn("plain", &[])])), agent(vec![], json!({})), options(json!({}))).await.unwrap();
+  let r = go(
+    Arc::new(FakeHost::new(vec![turn("plain", &[])])),
+    agent(vec![], json!({})),
+    options(json!({})),
+  )
+  .await
+  .unwrap();
   assert!(r.get("output").is_none());
 }
 
@@ -299,15 +445,25 @@ async fn output_schema_success_and_failures() {
 async fn native_shell_tools_run_inside_rust() {
   let dir = tempfile::tempdir().unwrap();
   std::fs::write(dir.path().join("notes.txt"), "a\nb\n").unwrap();
-  let mut host = FakeHost::new(vec![turn("", &[("bash", json!({"command": "wc -l < notes.txt"}))]), turn("2 lines", &[])]);
-  host.toolset = Some(Arc::new(ShellTools::new(ShellToolsConfig::new(dir.path())).unwrap()));
+  let mut host = FakeHost::new(vec![
+    turn("", &[("bash", json!({"command": "wc -l < notes.txt"}))]),
+    turn("2 lines", &[]),
+  ]);
+  host.toolset = Some(Arc::new(
+    ShellTools::new(ShellToolsConfig::new(dir.path())).unwrap(),
+  ));
   let host = Arc::new(host);
   let tool = json!({"name": "bash", "description": "sh", "effect": "external", "timeoutMs": 120000,
     "input": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
     "result": "inline", "runtime": {"kind": "native", "toolset": 1, "hasOnOutput": false}});
-  let r = go(host.clone(), agent(vec![tool], json!({})), options(json!({}))).await.unwrap();
+  let r = go(host.clone(), agent(vec![tool], json!({})), options(json!({})))
+    .await
+    .unwrap();
   assert_eq!(r["text"], "2 lines");
-  assert_eq!(host.calls.lock().unwrap()[1].append[1]["content"][0]["text"], "exit 0\n2\n");
+  assert_eq!(
+    host.calls.lock().unwrap()[1].append[1]["content"][0]["text"],
+    "exit 0\n2\n"
+  );
 }
 
 #[tokio::test]
@@ -329,8 +485,12 @@ async fn subagents_get_their_agent_path() {
   let mut a = agent(vec![delegate], json!({}));
   a.id = "policy-parent".into();
   let r = go(host.clone(), a, options(json!({}))).await.unwrap();
-  let seen: Vec<(String, Vec<String>, String)> =
-    log.lock().unwrap().iter().map(|p| (p.agent_id.clone(), p.agent_path.clone(), p.name.clone())).collect();
+  let seen: Vec<(String, Vec<String>, String)> = log
+    .lock()
+    .unwrap()
+    .iter()
+    .map(|p| (p.agent_id.clone(), p.agent_path.clone(), p.name.clone()))
+    .collect();
   assert_eq!(
     seen,
     vec![
@@ -340,7 +500,12 @@ async fn subagents_get_their_agent_path() {
   );
   assert_eq!(r["receipt"]["subagents"].as_array().unwrap().len(), 1);
   assert_eq!(r["inputTokens"], 400, "child usage rolls up");
-  let result: Value = serde_json::from_str(host.calls.lock().unwrap()[3].append[1]["content"][0]["text"].as_str().unwrap()).unwrap();
+  let result: Value = serde_json::from_str(
+    host.calls.lock().unwrap()[3].append[1]["content"][0]["text"]
+      .as_str()
+      .unwrap(),
+  )
+  .unwrap();
   assert_eq!(result["text"], "child done");
   assert_eq!(result["agent_id"], "policy-child");
   assert_eq!(result["claim_basis"], "inferred");
@@ -353,12 +518,23 @@ async fn option_errors() {
     (json!({"maxToolCalls": 1.5}), "cave_max_tool_calls_invalid"),
     (json!({"deadlineMs": -1}), "cave_run_deadline_invalid"),
     (json!({"budget": {}}), "cave_budget_denomination_ambiguous"),
-    (json!({"budget": {"maxUsd": 1, "maxTokens": 2}}), "cave_budget_denomination_ambiguous"),
+    (
+      json!({"budget": {"maxUsd": 1, "maxTokens": 2}}),
+      "cave_budget_denomination_ambiguous",
+    ),
     (json!({"budget": {"maxTokens": 1.5}}), "cave_budget_max_invalid"),
-    (json!({"breakers": {"repeatedToolCalls": 0}}), "cave_breaker_threshold_invalid"),
-    (json!({"budget": {"maxUsd": 1}, "maxCostUsd": 1}), "cave_budget_conflicting_cap"),
+    (
+      json!({"breakers": {"repeatedToolCalls": 0}}),
+      "cave_breaker_threshold_invalid",
+    ),
+    (
+      json!({"budget": {"maxUsd": 1}, "maxCostUsd": 1}),
+      "cave_budget_conflicting_cap",
+    ),
   ] {
-    let e = Prepared::new(options(o.clone())).err().unwrap_or_else(|| panic!("{o} accepted"));
+    let e = Prepared::new(options(o.clone()))
+      .err()
+      .unwrap_or_else(|| panic!("{o} accepted"));
     assert_eq!(e.code, code, "{o}");
   }
 }
@@ -368,7 +544,15 @@ async fn abort_stops_before_the_next_call() {
   let host = Arc::new(FakeHost::new(vec![turn("x", &[])]));
   let token = CancellationToken::new();
   token.cancel();
-  let e = run_agent(host.clone(), agent(vec![], json!({})), Prepared::new(options(json!({}))).unwrap(), token, None).await.unwrap_err();
+  let e = run_agent(
+    host.clone(),
+    agent(vec![], json!({})),
+    Prepared::new(options(json!({}))).unwrap(),
+    token,
+    None,
+  )
+  .await
+  .unwrap_err();
   assert!(e.message.starts_with("cave_run_aborted"));
   assert!(host.calls.lock().unwrap().is_empty());
 }
@@ -388,13 +572,29 @@ mod durable {
     }
   }
 
-  async fn go_durable(host: Arc<FakeHost>, a: AgentSpec, store: &Arc<DiskStore>) -> Result<Value, RunFailure> {
+  async fn go_durable(
+    host: Arc<FakeHost>,
+    a: AgentSpec,
+    store: &Arc<DiskStore>,
+  ) -> Result<Value, RunFailure> {
     let s = setup(store, &a);
-    run_agent(host, a, Prepared::new(options(json!({}))).unwrap(), CancellationToken::new(), Some(s)).await
+    run_agent(
+      host,
+      a,
+      Prepared::new(options(json!({}))).unwrap(),
+      CancellationToken::new(),
+      Some(s),
+    )
+    .await
   }
 
   fn journal(store: &DiskStore) -> Vec<Value> {
-    store.load_sync("run-1").unwrap().iter().map(|l| serde_json::from_str(l).unwrap()).collect()
+    store
+      .load_sync("run-1")
+      .unwrap()
+      .iter()
+      .map(|l| serde_json::from_str(l).unwrap())
+      .collect()
   }
 
   /// Keeps the journal up to (and including) the first event of `kind`, as a crash there would.
@@ -411,30 +611,55 @@ mod durable {
       })
       .unwrap();
     let path = store.run_dir("run-1").join("journal.jsonl");
-    std::fs::write(&path, lines[..=cut].iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    std::fs::write(
+      &path,
+      lines[..=cut].iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap();
   }
 
   fn two_lookups() -> Vec<Value> {
-    vec![turn("", &[("lookup", json!({"q": "a"}))]), turn("", &[("act", json!({"q": "b"}))]), turn("done", &[])]
+    vec![
+      turn("", &[("lookup", json!({"q": "a"}))]),
+      turn("", &[("act", json!({"q": "b"}))]),
+      turn("done", &[]),
+    ]
   }
 
   fn tools(act_effect: &str) -> Vec<Value> {
-    vec![host_tool("lookup", 0, "read", 1000), host_tool("act", 0, act_effect, 1000)]
+    vec![
+      host_tool("lookup", 0, "read", 1000),
+      host_tool("act", 0, act_effect, 1000),
+    ]
   }
 
   #[tokio::test]
   async fn completed_run_replays_without_calls() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskStore::new(dir.path()));
-    let first = go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("write"), json!({})), &store).await.unwrap();
-    let kinds: Vec<String> = journal(&store).iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
+    let first = go_durable(
+      Arc::new(FakeHost::new(two_lookups())),
+      agent(tools("write"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap();
+    let kinds: Vec<String> = journal(&store)
+      .iter()
+      .map(|e| e["type"].as_str().unwrap().to_string())
+      .collect();
     assert_eq!(kinds.first().unwrap(), "run_started");
     assert_eq!(kinds.last().unwrap(), "run_completed");
     assert_eq!(kinds.iter().filter(|k| *k == "tool_intent").count(), 2);
     let host = Arc::new(FakeHost::new(vec![]));
-    let again = go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap();
+    let again = go_durable(host.clone(), agent(tools("write"), json!({})), &store)
+      .await
+      .unwrap();
     assert_eq!(again, first);
-    assert!(host.calls.lock().unwrap().is_empty(), "a replay never calls the model");
+    assert!(
+      host.calls.lock().unwrap().is_empty(),
+      "a replay never calls the model"
+    );
     assert!(host.tool_log.lock().unwrap().is_empty());
   }
 
@@ -442,28 +667,64 @@ mod durable {
   async fn unsettled_write_fails_closed_and_settled_write_replays() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskStore::new(dir.path()));
-    go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("write"), json!({})), &store).await.unwrap();
+    go_durable(
+      Arc::new(FakeHost::new(two_lookups())),
+      agent(tools("write"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap();
     // Crash right after the write tool's intent: its effect may or may not have happened.
     crash_after(&store, "tool_intent", 2);
     let host = Arc::new(FakeHost::new(two_lookups()));
-    let e = go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap_err();
-    assert!(e.message.starts_with("cave_durable_tool_effect_uncertain:act:c0-act"), "{}", e.message);
+    let e = go_durable(host.clone(), agent(tools("write"), json!({})), &store)
+      .await
+      .unwrap_err();
+    assert!(
+      e.message
+        .starts_with("cave_durable_tool_effect_uncertain:act:c0-act"),
+      "{}",
+      e.message
+    );
     assert!(host.calls.lock().unwrap().is_empty() && host.tool_log.lock().unwrap().is_empty());
     // That failure is terminal and replays.
-    let again = go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("write"), json!({})), &store).await.unwrap_err();
+    let again = go_durable(
+      Arc::new(FakeHost::new(vec![])),
+      agent(tools("write"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(again.message, e.message);
 
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskStore::new(dir.path()));
-    go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("write"), json!({})), &store).await.unwrap();
+    go_durable(
+      Arc::new(FakeHost::new(two_lookups())),
+      agent(tools("write"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap();
     crash_after(&store, "tool_settled", 2);
     // The resumed model re-issues the call; the journaled result is used, the tool does not run.
-    let host = Arc::new(FakeHost::new(vec![turn("", &[("act", json!({"q": "b"}))]), turn("done again", &[])]));
-    let r = go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap();
+    let host = Arc::new(FakeHost::new(vec![
+      turn("", &[("act", json!({"q": "b"}))]),
+      turn("done again", &[]),
+    ]));
+    let r = go_durable(host.clone(), agent(tools("write"), json!({})), &store)
+      .await
+      .unwrap();
     assert_eq!(r["resumed"], true);
     assert_eq!(r["text"], "done again");
-    assert!(host.tool_log.lock().unwrap().is_empty(), "settled write replayed, not re-run");
-    assert_eq!(host.calls.lock().unwrap()[1].append.last().unwrap()["content"][0]["text"], "echo b");
+    assert!(
+      host.tool_log.lock().unwrap().is_empty(),
+      "settled write replayed, not re-run"
+    );
+    assert_eq!(
+      host.calls.lock().unwrap()[1].append.last().unwrap()["content"][0]["text"],
+      "echo b"
+    );
     assert_eq!(r["receipt"]["resume"]["attempts"], 2);
     assert_eq!(r["receipt"]["resume"]["priorCalls"], 2);
     assert_eq!(r["inputTokens"], 400, "prior settled calls are counted once");
@@ -474,16 +735,33 @@ mod durable {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskStore::new(dir.path()));
     let host = Arc::new(FakeHost::new(two_lookups()));
-    go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap();
+    go_durable(host.clone(), agent(tools("write"), json!({})), &store)
+      .await
+      .unwrap();
     let first_key = host.durable_log.lock().unwrap()[0].clone().unwrap();
     assert!(!first_key.1 && first_key.0.starts_with("cave-") && first_key.0.len() == 69);
     crash_after(&store, "tool_intent", 1);
-    let host = Arc::new(FakeHost::new(vec![turn("", &[("lookup", json!({"q": "a"}))]), turn("done", &[])]));
-    let r = go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap();
-    assert_eq!(host.durable_log.lock().unwrap()[0], Some((first_key.0, true)), "same key, resumed");
+    let host = Arc::new(FakeHost::new(vec![
+      turn("", &[("lookup", json!({"q": "a"}))]),
+      turn("done", &[]),
+    ]));
+    let r = go_durable(host.clone(), agent(tools("write"), json!({})), &store)
+      .await
+      .unwrap();
+    assert_eq!(
+      host.durable_log.lock().unwrap()[0],
+      Some((first_key.0, true)),
+      "same key, resumed"
+    );
     assert_eq!(r["receipt"]["resume"]["possibleDoubleCountCalls"], 0);
     // The completed resumed journal reads back cleanly (the reference would call it corrupt).
-    let replay = go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("write"), json!({})), &store).await.unwrap();
+    let replay = go_durable(
+      Arc::new(FakeHost::new(vec![])),
+      agent(tools("write"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap();
     assert_eq!(replay["text"], "done");
   }
 
@@ -491,30 +769,71 @@ mod durable {
   async fn crash_during_a_model_call_counts_a_possible_double_charge() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskStore::new(dir.path()));
-    go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("read"), json!({})), &store).await.unwrap();
+    go_durable(
+      Arc::new(FakeHost::new(two_lookups())),
+      agent(tools("read"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap();
     crash_after(&store, "call_started", 2);
-    let host = Arc::new(FakeHost::new(vec![turn("", &[("act", json!({"q": "b"}))]), turn("done", &[])]));
-    let r = go_durable(host.clone(), agent(tools("read"), json!({})), &store).await.unwrap();
+    let host = Arc::new(FakeHost::new(vec![
+      turn("", &[("act", json!({"q": "b"}))]),
+      turn("done", &[]),
+    ]));
+    let r = go_durable(host.clone(), agent(tools("read"), json!({})), &store)
+      .await
+      .unwrap();
     let resume = &r["receipt"]["resume"];
     assert_eq!(resume["possibleDoubleCountCalls"], 1);
     assert_eq!(resume["priorCalls"], 1);
     assert_eq!(resume["discardedPartialTurn"], false);
     let first = &host.calls.lock().unwrap()[0];
-    assert_eq!(first.append.last().unwrap()["role"], "toolResult", "re-entered after the last completed turn");
-    assert_eq!(first.append.iter().filter(|m| m["role"] == "user").count(), 1, "the prompt is not asked twice");
+    assert_eq!(
+      first.append.last().unwrap()["role"],
+      "toolResult",
+      "re-entered after the last completed turn"
+    );
+    assert_eq!(
+      first.append.iter().filter(|m| m["role"] == "user").count(),
+      1,
+      "the prompt is not asked twice"
+    );
     // And that completed journal replays cleanly, too.
-    go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("read"), json!({})), &store).await.unwrap();
+    go_durable(
+      Arc::new(FakeHost::new(vec![])),
+      agent(tools("read"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap();
   }
 
   #[tokio::test]
   async fn mismatched_arguments_stop_before_more_spend() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskStore::new(dir.path()));
-    go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("write"), json!({})), &store).await.unwrap();
+    go_durable(
+      Arc::new(FakeHost::new(two_lookups())),
+      agent(tools("write"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap();
     crash_after(&store, "tool_settled", 2);
-    let host = Arc::new(FakeHost::new(vec![turn("", &[("act", json!({"q": "DIFFERENT"}))]), turn("never", &[])]));
-    let e = go_durable(host.clone(), agent(tools("write"), json!({})), &store).await.unwrap_err();
-    assert!(e.message.starts_with("cave_durable_tool_replay_mismatch:act:c0-act"), "{}", e.message);
+    let host = Arc::new(FakeHost::new(vec![
+      turn("", &[("act", json!({"q": "DIFFERENT"}))]),
+      turn("never", &[]),
+    ]));
+    let e = go_durable(host.clone(), agent(tools("write"), json!({})), &store)
+      .await
+      .unwrap_err();
+    assert!(
+      e.message
+        .starts_with("cave_durable_tool_replay_mismatch:act:c0-act"),
+      "{}",
+      e.message
+    );
     assert_eq!(host.calls.lock().unwrap().len(), 1);
     assert!(host.tool_log.lock().unwrap().is_empty());
   }
@@ -523,14 +842,34 @@ mod durable {
   async fn identity_drift_and_corruption_refuse_before_work() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskStore::new(dir.path()));
-    go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("read"), json!({})), &store).await.unwrap();
+    go_durable(
+      Arc::new(FakeHost::new(two_lookups())),
+      agent(tools("read"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap();
     crash_after(&store, "turn", 1);
-    let e = go_durable(Arc::new(FakeHost::new(vec![])), agent(vec![host_tool("other", 0, "read", 1000)], json!({})), &store).await.unwrap_err();
+    let e = go_durable(
+      Arc::new(FakeHost::new(vec![])),
+      agent(vec![host_tool("other", 0, "read", 1000)], json!({})),
+      &store,
+    )
+    .await
+    .unwrap_err();
     assert!(e.pre_run && e.message.starts_with("cave_durable_definition_changed"));
     let a = agent(tools("read"), json!({}));
     let mut s = setup(&store, &a);
     s.input = json!("another task");
-    let e = run_agent(Arc::new(FakeHost::new(vec![])), a, Prepared::new(options(json!({}))).unwrap(), CancellationToken::new(), Some(s)).await.unwrap_err();
+    let e = run_agent(
+      Arc::new(FakeHost::new(vec![])),
+      a,
+      Prepared::new(options(json!({}))).unwrap(),
+      CancellationToken::new(),
+      Some(s),
+    )
+    .await
+    .unwrap_err();
     assert!(e.message.starts_with("cave_durable_input_mismatch"));
     // A corrupted middle line: a clear error, and the journal is left as it was.
     let path = store.run_dir("run-1").join("journal.jsonl");
@@ -539,9 +878,22 @@ mod durable {
     lines[1] = "{not json";
     let broken = lines.join("\n") + "\n";
     std::fs::write(&path, &broken).unwrap();
-    let e = go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("read"), json!({})), &store).await.unwrap_err();
-    assert_eq!(e.message, "cave_durable_journal_corrupt: unparseable journal line");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken, "nothing overwritten");
+    let e = go_durable(
+      Arc::new(FakeHost::new(vec![])),
+      agent(tools("read"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+      e.message,
+      "cave_durable_journal_corrupt: unparseable journal line"
+    );
+    assert_eq!(
+      std::fs::read_to_string(&path).unwrap(),
+      broken,
+      "nothing overwritten"
+    );
   }
 
   #[tokio::test]
@@ -549,7 +901,13 @@ mod durable {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskStore::new(dir.path()));
     store.acquire_sync("run-1").unwrap();
-    let e = go_durable(Arc::new(FakeHost::new(two_lookups())), agent(tools("read"), json!({})), &store).await.unwrap_err();
+    let e = go_durable(
+      Arc::new(FakeHost::new(two_lookups())),
+      agent(tools("read"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap_err();
     assert!(e.pre_run);
     assert_eq!(e.code.as_deref(), Some("cave_durable_run_locked"));
   }
@@ -560,19 +918,57 @@ mod durable {
   async fn a_re_driven_turn_that_skips_an_unsettled_call_fails_readably() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskStore::new(dir.path()));
-    let both = vec![turn("", &[("lookup", json!({"q": "a"})), ("lookup", json!({"q": "b"}))]), turn("done", &[])];
-    go_durable(Arc::new(FakeHost::new(both)), agent(tools("read"), json!({})), &store).await.unwrap();
+    let both = vec![
+      turn(
+        "",
+        &[("lookup", json!({"q": "a"})), ("lookup", json!({"q": "b"}))],
+      ),
+      turn("done", &[]),
+    ];
+    go_durable(
+      Arc::new(FakeHost::new(both)),
+      agent(tools("read"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap();
     // Crash with the parallel reads' intents durable and only the first settled.
     crash_after(&store, "tool_settled", 1);
     // The re-driven model asks for the first read only, then answers.
-    let host = Arc::new(FakeHost::new(vec![turn("", &[("lookup", json!({"q": "a"}))]), turn("done", &[])]));
-    let e = go_durable(host.clone(), agent(tools("read"), json!({})), &store).await.unwrap_err();
-    assert!(e.message.starts_with("cave_durable_tool_replay_incomplete:lookup:c1-lookup"), "{}", e.message);
-    assert!(host.tool_log.lock().unwrap().is_empty(), "the settled read replayed");
-    let kinds: Vec<String> = journal(&store).iter().map(|e| e["type"].as_str().unwrap().to_string()).collect();
-    assert_eq!(kinds.iter().filter(|k| *k == "turn").count(), 0, "no checkpoint crossed the unsettled call");
+    let host = Arc::new(FakeHost::new(vec![
+      turn("", &[("lookup", json!({"q": "a"}))]),
+      turn("done", &[]),
+    ]));
+    let e = go_durable(host.clone(), agent(tools("read"), json!({})), &store)
+      .await
+      .unwrap_err();
+    assert!(
+      e.message
+        .starts_with("cave_durable_tool_replay_incomplete:lookup:c1-lookup"),
+      "{}",
+      e.message
+    );
+    assert!(
+      host.tool_log.lock().unwrap().is_empty(),
+      "the settled read replayed"
+    );
+    let kinds: Vec<String> = journal(&store)
+      .iter()
+      .map(|e| e["type"].as_str().unwrap().to_string())
+      .collect();
+    assert_eq!(
+      kinds.iter().filter(|k| *k == "turn").count(),
+      0,
+      "no checkpoint crossed the unsettled call"
+    );
     // The failure is the run's journaled outcome and replays as such.
-    let again = go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("read"), json!({})), &store).await.unwrap_err();
+    let again = go_durable(
+      Arc::new(FakeHost::new(vec![])),
+      agent(tools("read"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(again.message, e.message);
   }
 
@@ -581,15 +977,35 @@ mod durable {
   async fn a_call_id_reused_within_a_step_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(DiskStore::new(dir.path()));
-    let mut dup = turn("", &[("lookup", json!({"q": "a"})), ("lookup", json!({"q": "b"}))]);
+    let mut dup = turn(
+      "",
+      &[("lookup", json!({"q": "a"})), ("lookup", json!({"q": "b"}))],
+    );
     dup["content"][1]["id"] = json!("c0-lookup");
     // Across steps the same id is fine (providers that number calls per turn).
     let script = vec![turn("", &[("lookup", json!({"q": "x"}))]), dup, turn("done", &[])];
     let host = Arc::new(FakeHost::new(script));
-    let e = go_durable(host.clone(), agent(tools("read"), json!({})), &store).await.unwrap_err();
-    assert!(e.message.starts_with("cave_durable_tool_call_id_reused:lookup:c0-lookup"), "{}", e.message);
-    assert_eq!(host.calls.lock().unwrap().len(), 2, "no provider call after the refusal");
-    let again = go_durable(Arc::new(FakeHost::new(vec![])), agent(tools("read"), json!({})), &store).await.unwrap_err();
+    let e = go_durable(host.clone(), agent(tools("read"), json!({})), &store)
+      .await
+      .unwrap_err();
+    assert!(
+      e.message
+        .starts_with("cave_durable_tool_call_id_reused:lookup:c0-lookup"),
+      "{}",
+      e.message
+    );
+    assert_eq!(
+      host.calls.lock().unwrap().len(),
+      2,
+      "no provider call after the refusal"
+    );
+    let again = go_durable(
+      Arc::new(FakeHost::new(vec![])),
+      agent(tools("read"), json!({})),
+      &store,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(again.message, e.message, "the journal reads back");
   }
 }

@@ -21,7 +21,10 @@ impl<'a> Args<'a> {
   fn invalid(&self, key: &str, want: &str) -> ToolError {
     ToolError::new(
       format!("cave_tool_input_schema_mismatch:{}", self.tool),
-      format!("cave_tool_input_schema_mismatch:{}: {key} must be {want}", self.tool),
+      format!(
+        "cave_tool_input_schema_mismatch:{}: {key} must be {want}",
+        self.tool
+      ),
     )
   }
 
@@ -57,7 +60,11 @@ impl<'a> Args<'a> {
   pub fn opt_number(&self, key: &str) -> Result<Option<f64>, ToolError> {
     match self.get(key) {
       None => Ok(None),
-      Some(Value::Number(n)) => n.as_f64().filter(|f| f.is_finite()).map(Some).ok_or_else(|| self.invalid(key, "a number")),
+      Some(Value::Number(n)) => n
+        .as_f64()
+        .filter(|f| f.is_finite())
+        .map(Some)
+        .ok_or_else(|| self.invalid(key, "a number")),
       Some(_) => Err(self.invalid(key, "a number")),
     }
   }

@@ -16,18 +16,47 @@ use crate::text;
 /// The only variables a command sees (`buildCodingProcessEnv`, local backend): never the
 /// caller's API keys.
 pub const LOCAL_ENV_ALLOW_LIST: &[&str] = &[
-  "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "TMPDIR", "PWD", "ComSpec",
-  "PATHEXT", "SystemRoot", "TEMP", "TMP", "USERPROFILE", "APPDATA", "LOCALAPPDATA",
+  "PATH",
+  "HOME",
+  "USER",
+  "LOGNAME",
+  "SHELL",
+  "LANG",
+  "LC_ALL",
+  "LC_CTYPE",
+  "TZ",
+  "TERM",
+  "TMPDIR",
+  "PWD",
+  "ComSpec",
+  "PATHEXT",
+  "SystemRoot",
+  "TEMP",
+  "TMP",
+  "USERPROFILE",
+  "APPDATA",
+  "LOCALAPPDATA",
 ];
 /// Non-local backends get only locale and terminal settings.
 pub const REMOTE_ENV_ALLOW_LIST: &[&str] = &["LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"];
 
 pub fn process_env(local: bool) -> Vec<(String, String)> {
-  let list = if local { LOCAL_ENV_ALLOW_LIST } else { REMOTE_ENV_ALLOW_LIST };
-  list.iter().filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v))).collect()
+  let list = if local {
+    LOCAL_ENV_ALLOW_LIST
+  } else {
+    REMOTE_ENV_ALLOW_LIST
+  };
+  list
+    .iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+    .collect()
 }
 
-pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationToken) -> Result<ToolOutput, ToolError> {
+pub(super) async fn run(
+  tools: &ShellTools,
+  input: &Value,
+  cancel: CancellationToken,
+) -> Result<ToolOutput, ToolError> {
   let args = Args::new("bash", input)?;
   let local = tools.backend.id() == "local";
   if args.has("yieldTimeMs") {
@@ -38,7 +67,10 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
     }));
   }
   let command = args.string("command")?.to_string();
-  let timeout_ms = args.opt_number("timeoutMs")?.map(|t| t.min(BASH_TIMEOUT_MS as f64).max(0.0)).unwrap_or(BASH_TIMEOUT_MS as f64);
+  let timeout_ms = args
+    .opt_number("timeoutMs")?
+    .map(|t| t.min(BASH_TIMEOUT_MS as f64).max(0.0))
+    .unwrap_or(BASH_TIMEOUT_MS as f64);
   let root = tools.workspace().root()?;
   let (shell, flag) = if local { ("/bin/sh", "-c") } else { ("sh", "-c") };
   let result = tools
@@ -75,8 +107,18 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
   let cap = tools.cap(ShellToolName::Bash);
   let max_bytes = cap.saturating_sub(status.len() + 1).max(1);
   let recovery = tools.recovery();
-  let capped = cap_tool_output(CapRequest::whole(body, max_bytes, Direction::Tail, &label, !result.truncated, recovery));
-  Ok(ToolOutput { text: format!("{status}\n{capped}"), label: Some(label) })
+  let capped = cap_tool_output(CapRequest::whole(
+    body,
+    max_bytes,
+    Direction::Tail,
+    &label,
+    !result.truncated,
+    recovery,
+  ));
+  Ok(ToolOutput {
+    text: format!("{status}\n{capped}"),
+    label: Some(label),
+  })
 }
 
 /// stdout then stderr, with a newline between them only when stdout lacks one.

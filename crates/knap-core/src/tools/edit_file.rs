@@ -5,11 +5,11 @@ use std::io::Read;
 use serde_json::Value;
 
 use super::args::Args;
-use super::write_file::replace_atomically;
 use super::{blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::cap_output;
 use crate::error::{Caveman, ToolError};
 use crate::limits::EDIT_FILE_MAX_BYTES;
+use crate::workspace::replace_atomically;
 
 pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolError> {
   let args = Args::new("edit_file", input)?;
@@ -29,27 +29,41 @@ pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput,
   let (dir, name) = tools.workspace().open_parent(&path, &resolved)?;
   let shown = path.clone();
   let replacements = blocking(move || {
-    let meta = file.metadata().map_err(|e| ToolError::from_io(&e, "stat", &resolved.abs))?;
+    let meta = file
+      .metadata()
+      .map_err(|e| ToolError::from_io(&e, "stat", &resolved.abs))?;
     if meta.is_dir() {
       // Node's `readFile` of a directory: the read fails, and its message names no path.
-      return Err(ToolError::new("EISDIR", "EISDIR: illegal operation on a directory, read"));
+      return Err(ToolError::new(
+        "EISDIR",
+        "EISDIR: illegal operation on a directory, read",
+      ));
     }
     if !meta.is_file() {
       // A FIFO or device: the reference's `readFile` would wait on it forever.
       return Err(ToolError::caveman(Caveman::NotAFile(shown)));
     }
     if meta.len() > EDIT_FILE_MAX_BYTES as u64 {
-      return Err(ToolError::caveman(Caveman::EditFileTooLarge { path: shown, bytes: meta.len() }));
+      return Err(ToolError::caveman(Caveman::EditFileTooLarge {
+        path: shown,
+        bytes: meta.len(),
+      }));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(EDIT_FILE_MAX_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(|e| ToolError::from_io(&e, "read", &resolved.abs))?;
+    file
+      .take(EDIT_FILE_MAX_BYTES as u64 + 1)
+      .read_to_end(&mut bytes)
+      .map_err(|e| ToolError::from_io(&e, "read", &resolved.abs))?;
     let content = String::from_utf8_lossy(&bytes);
     let occurrences = content.matches(old.as_str()).count();
     if occurrences == 0 {
       return Err(ToolError::caveman(Caveman::EditNotFound(shown)));
     }
     if occurrences > 1 && !replace_all {
-      return Err(ToolError::caveman(Caveman::EditAmbiguous { path: shown, count: occurrences }));
+      return Err(ToolError::caveman(Caveman::EditAmbiguous {
+        path: shown,
+        count: occurrences,
+      }));
     }
     // Literal replacement: no `$&`-style patterns.
     let updated = content.replace(old.as_str(), &new);
@@ -58,6 +72,9 @@ pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput,
   })
   .await?;
   let plural = if replacements == 1 { "" } else { "s" };
-  let text = cap_output(&format!("edited {path}: {replacements} replacement{plural}"), tools.cap(ShellToolName::EditFile));
+  let text = cap_output(
+    &format!("edited {path}: {replacements} replacement{plural}"),
+    tools.cap(ShellToolName::EditFile),
+  );
   Ok(ToolOutput { text, label: None })
 }

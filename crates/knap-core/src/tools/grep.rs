@@ -23,7 +23,11 @@ use crate::limits::{GREP_MAX_MATCHES, GREP_TIMEOUT_MS, PROCESS_CAPTURE_MAX_BYTES
 use crate::search::{display_path, rg_walk, SearchError};
 use crate::text;
 
-pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationToken) -> Result<ToolOutput, ToolError> {
+pub(super) async fn run(
+  tools: &ShellTools,
+  input: &Value,
+  cancel: CancellationToken,
+) -> Result<ToolOutput, ToolError> {
   let args = Args::new("grep", input)?;
   let pattern = args.string("pattern")?.to_string();
   let path = args.opt_string("path")?;
@@ -33,7 +37,11 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
     None => (root.path.clone(), ".".to_string()),
     Some(p) => {
       let r = tools.workspace().resolve(p)?;
-      let display = if r.rel.as_os_str().is_empty() { ".".to_string() } else { r.rel.to_string_lossy().into_owned() };
+      let display = if r.rel.as_os_str().is_empty() {
+        ".".to_string()
+      } else {
+        r.rel.to_string_lossy().into_owned()
+      };
       (r.abs, display)
     }
   };
@@ -44,7 +52,10 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
     display,
     glob,
     max_lines: GREP_MAX_MATCHES,
-    threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8),
+    threads: std::thread::available_parallelism()
+      .map(|n| n.get())
+      .unwrap_or(2)
+      .min(8),
   };
   // Cancel on abort or after rg's 30 s budget.
   let stop = Arc::new(AtomicBool::new(false));
@@ -77,8 +88,18 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
   let recovery = tools.recovery();
   let cap = tools.cap(ShellToolName::Grep);
   let complete = !outcome.truncated;
-  let text = cap_tool_output(CapRequest::whole(body, cap, Direction::Head, &label, complete, recovery));
-  Ok(ToolOutput { text, label: Some(label) })
+  let text = cap_tool_output(CapRequest::whole(
+    body,
+    cap,
+    Direction::Head,
+    &label,
+    complete,
+    recovery,
+  ));
+  Ok(ToolOutput {
+    text,
+    label: Some(label),
+  })
 }
 
 pub struct GrepOptions {
@@ -132,7 +153,9 @@ impl Collector {
   }
 
   fn shrink(&mut self, max: usize) {
-    self.lines.sort_unstable_by(|a, b| a.path.cmp(&b.path).then(a.number.cmp(&b.number)));
+    self
+      .lines
+      .sort_unstable_by(|a, b| a.path.cmp(&b.path).then(a.number.cmp(&b.number)));
     self.lines.truncate(max);
   }
 }
@@ -152,9 +175,17 @@ impl Sink for FileSink<'_> {
     let raw = m.bytes();
     let raw = raw.strip_suffix(b"\n").unwrap_or(raw);
     let content = String::from_utf8_lossy(raw);
-    let text = if self.show_path { format!("{}:{number}:{content}", self.path) } else { format!("{number}:{content}") };
+    let text = if self.show_path {
+      format!("{}:{number}:{content}", self.path)
+    } else {
+      format!("{number}:{content}")
+    };
     self.bytes += text.len() + 1;
-    self.lines.push(Line { path: self.path.clone(), number, text });
+    self.lines.push(Line {
+      path: self.path.clone(),
+      number,
+      text,
+    });
     Ok(true)
   }
 }
@@ -164,16 +195,27 @@ const SEARCH_READ_BYTES: usize = 16 * 1024;
 
 /// The search itself: synchronous, bounded by `max_lines`, stoppable through `stop`.
 pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
-  let matcher = match RegexMatcherBuilder::new().line_terminator(Some(b'\n')).build(&opts.pattern) {
+  let matcher = match RegexMatcherBuilder::new()
+    .line_terminator(Some(b'\n'))
+    .build(&opts.pattern)
+  {
     Ok(m) => m,
     // rg prints the parse error and exits; the reference returns that text, not an error.
-    Err(e) => return GrepOutcome { text: format!("{e}\n"), ..Default::default() },
+    Err(e) => {
+      return GrepOutcome {
+        text: format!("{e}\n"),
+        ..Default::default()
+      }
+    }
   };
   // rg's walk (shared with the AI SDK Grep in `search.rs`); a bad glob is printed as rg prints it.
   let walk = match rg_walk(&opts.scope, &opts.base, opts.glob.as_deref(), None, opts.threads) {
     Ok(walk) => walk,
     Err(SearchError::Glob(e) | SearchError::Regex(e) | SearchError::Type(e)) => {
-      return GrepOutcome { text: format!("{e}\n"), ..Default::default() }
+      return GrepOutcome {
+        text: format!("{e}\n"),
+        ..Default::default()
+      }
     }
   };
   let single_file = opts.scope.is_file();
@@ -205,11 +247,20 @@ pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
         return WalkState::Continue;
       }
       let display: Arc<str> = Arc::from(display_path(&opts.display, &opts.scope, entry.path()).as_str());
-      let mut sink = FileSink { path: &display, show_path: !single_file, lines: Vec::new(), bytes: 0 };
+      let mut sink = FileSink {
+        path: &display,
+        show_path: !single_file,
+        lines: Vec::new(),
+        bytes: 0,
+      };
       // `search_path` minus one syscall per file: its BOM sniffing first reads 3 bytes from the
       // file; through a small BufReader that read fetches the whole (typical) file at once.
       let searched = std::fs::File::open(entry.path()).and_then(|file| {
-        searcher.search_reader(&matcher, std::io::BufReader::with_capacity(SEARCH_READ_BYTES, file), &mut sink)
+        searcher.search_reader(
+          &matcher,
+          std::io::BufReader::with_capacity(SEARCH_READ_BYTES, file),
+          &mut sink,
+        )
       });
       if let Err(err) = searched {
         let mut c = collector.lock().unwrap_or_else(|e| e.into_inner());
@@ -219,7 +270,10 @@ pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
       }
       if !sink.lines.is_empty() {
         let bytes = sink.bytes;
-        collector.lock().unwrap_or_else(|e| e.into_inner()).add(sink.lines, bytes, max);
+        collector
+          .lock()
+          .unwrap_or_else(|e| e.into_inner())
+          .add(sink.lines, bytes, max);
       }
       WalkState::Continue
     })

@@ -105,7 +105,12 @@ pub struct ShellToolsConfig {
 
 impl ShellToolsConfig {
   pub fn new(workspace: impl Into<PathBuf>) -> Self {
-    Self { workspace: workspace.into(), tools: None, output_caps: Vec::new(), backend: Arc::new(LocalBackend) }
+    Self {
+      workspace: workspace.into(),
+      tools: None,
+      output_caps: Vec::new(),
+      backend: Arc::new(LocalBackend),
+    }
   }
 }
 
@@ -144,8 +149,8 @@ impl ShellTools {
       Some(names) => {
         let mut out: Vec<ShellToolName> = Vec::with_capacity(names.len());
         for name in names {
-          let parsed =
-            ShellToolName::parse(name).ok_or_else(|| ToolError::coded(format!("cave_shell_tool_unknown:{name}")))?;
+          let parsed = ShellToolName::parse(name)
+            .ok_or_else(|| ToolError::coded(format!("cave_shell_tool_unknown:{name}")))?;
           if out.contains(&parsed) {
             return Err(ToolError::coded(format!("cave_shell_tool_duplicate:{name}")));
           }
@@ -156,14 +161,26 @@ impl ShellTools {
     };
     let mut caps = ShellToolName::ALL.map(|n| n.default_cap());
     for (name, value) in &config.output_caps {
-      let Some(tool) = ShellToolName::parse(name) else { continue };
+      let Some(tool) = ShellToolName::parse(name) else {
+        continue;
+      };
       if !value.is_finite() || *value < 1.0 || value.fract() != 0.0 || *value > MAX_SAFE_INTEGER {
-        return Err(ToolError::coded(format!("cave_shell_tool_output_cap_invalid:{name}")));
+        return Err(ToolError::coded(format!(
+          "cave_shell_tool_output_cap_invalid:{name}"
+        )));
       }
       caps[tool as usize] = *value as usize;
     }
-    let store = selected.contains(&ShellToolName::ReadToolOutput).then(OutputStore::new);
-    Ok(Self { workspace: Workspace::new(config.workspace), selected, caps, store, backend: config.backend })
+    let store = selected
+      .contains(&ShellToolName::ReadToolOutput)
+      .then(OutputStore::new);
+    Ok(Self {
+      workspace: Workspace::new(config.workspace),
+      selected,
+      caps,
+      store,
+      backend: config.backend,
+    })
   }
 
   pub fn selected(&self) -> &[ShellToolName] {
@@ -198,11 +215,17 @@ impl ShellTools {
     let (description, input) = match tool {
       ShellToolName::ReadFile => (
         text::read_file_description(cap),
-        object_schema(&[("path", "string"), ("offset", "integer"), ("limit", "integer")], &["path"]),
+        object_schema(
+          &[("path", "string"), ("offset", "integer"), ("limit", "integer")],
+          &["path"],
+        ),
       ),
       ShellToolName::Grep => (
         text::grep_description(cap),
-        object_schema(&[("pattern", "string"), ("path", "string"), ("glob", "string")], &["pattern"]),
+        object_schema(
+          &[("pattern", "string"), ("path", "string"), ("glob", "string")],
+          &["pattern"],
+        ),
       ),
       ShellToolName::Bash => (
         text::bash_description(cap),
@@ -210,19 +233,36 @@ impl ShellTools {
       ),
       ShellToolName::WriteFile => (
         text::WRITE_FILE_DESCRIPTION.to_string(),
-        object_schema(&[("path", "string"), ("content", "string"), ("overwrite", "boolean")], &["path", "content"]),
+        object_schema(
+          &[
+            ("path", "string"),
+            ("content", "string"),
+            ("overwrite", "boolean"),
+          ],
+          &["path", "content"],
+        ),
       ),
       ShellToolName::EditFile => (
         text::EDIT_FILE_DESCRIPTION.to_string(),
         object_schema(
-          &[("path", "string"), ("old_string", "string"), ("new_string", "string"), ("replace_all", "boolean")],
+          &[
+            ("path", "string"),
+            ("old_string", "string"),
+            ("new_string", "string"),
+            ("replace_all", "boolean"),
+          ],
           &["path", "old_string", "new_string"],
         ),
       ),
       ShellToolName::ReadToolOutput => (
         text::READ_TOOL_OUTPUT_DESCRIPTION.to_string(),
         object_schema(
-          &[("handle", "string"), ("offset", "integer"), ("limit", "integer"), ("query", "string")],
+          &[
+            ("handle", "string"),
+            ("offset", "integer"),
+            ("limit", "integer"),
+            ("query", "string"),
+          ],
           &["handle"],
         ),
       ),
@@ -238,7 +278,12 @@ impl ShellTools {
   }
 
   /// Runs one selected tool. `cancel` aborts it (bash kills its process group).
-  pub async fn execute(&self, name: &str, input: &Value, cancel: CancellationToken) -> Result<ToolOutput, ToolError> {
+  pub async fn execute(
+    &self,
+    name: &str,
+    input: &Value,
+    cancel: CancellationToken,
+  ) -> Result<ToolOutput, ToolError> {
     let tool = ShellToolName::parse(name)
       .filter(|t| self.selected.contains(t))
       .ok_or_else(|| ToolError::coded(format!("cave_shell_tool_unknown:{name}")))?;
@@ -270,8 +315,12 @@ fn object_schema(props: &[(&str, &str)], required: &[&str]) -> Value {
 }
 
 /// Runs blocking file work off the async workers.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ToolError> + Send + 'static) -> Result<T, ToolError> {
-  tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| Err(ToolError::new("cave_internal", e.to_string())))
+async fn blocking<T: Send + 'static>(
+  f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+  tokio::task::spawn_blocking(f)
+    .await
+    .unwrap_or_else(|e| Err(ToolError::new("cave_internal", e.to_string())))
 }
 
 #[cfg(test)]

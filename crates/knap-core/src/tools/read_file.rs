@@ -13,18 +13,32 @@ use crate::cap::{cap_tool_output, CapRequest, Direction};
 use crate::error::{Caveman, ToolError};
 use crate::limits::{READ_CHUNK_BYTES, STORE_ENTRY_MAX_BYTES};
 
-pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationToken) -> Result<ToolOutput, ToolError> {
+pub(super) async fn run(
+  tools: &ShellTools,
+  input: &Value,
+  cancel: CancellationToken,
+) -> Result<ToolOutput, ToolError> {
   let args = Args::new("read_file", input)?;
   let path = args.string("path")?.to_string();
-  let offset = args.opt_number("offset")?.map(|f| f.floor()).unwrap_or(1.0).max(1.0);
+  let offset = args
+    .opt_number("offset")?
+    .map(|f| f.floor())
+    .unwrap_or(1.0)
+    .max(1.0);
   let limit = args.opt_number("limit")?.map(|f| f.floor().max(1.0));
   let resolved = tools.workspace().resolve(&path)?;
   let file = tools.workspace().open_read(&path, &resolved, "stat")?;
   let cap = tools.cap(ShellToolName::ReadFile);
-  let keep = if tools.store().is_some() { cap.max(STORE_ENTRY_MAX_BYTES) } else { cap };
+  let keep = if tools.store().is_some() {
+    cap.max(STORE_ENTRY_MAX_BYTES)
+  } else {
+    cap
+  };
   let shown = path.clone();
   let numbered = blocking(move || {
-    let meta = file.metadata().map_err(|e| ToolError::from_io(&e, "stat", &resolved.abs))?;
+    let meta = file
+      .metadata()
+      .map_err(|e| ToolError::from_io(&e, "stat", &resolved.abs))?;
     let ft = meta.file_type();
     if !ft.is_file() || ft.is_fifo() {
       return Err(ToolError::caveman(Caveman::NotAFile(shown)));
@@ -33,7 +47,14 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
       Some(libc::EISDIR) => ToolError::caveman(Caveman::NotAFile(shown.clone())),
       _ => ToolError::from_io(&e, "read", &resolved.abs),
     };
-    number_lines(file, offset as u64, limit.map(|l| l as u64), keep, &cancel, &read_error)
+    number_lines(
+      file,
+      offset as u64,
+      limit.map(|l| l as u64),
+      keep,
+      &cancel,
+      &read_error,
+    )
   })
   .await?;
   let label = format!("read_file:{path}");
@@ -47,7 +68,10 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
     complete: true,
     recovery,
   });
-  Ok(ToolOutput { text, label: Some(label) })
+  Ok(ToolOutput {
+    text,
+    label: Some(label),
+  })
 }
 
 /// The numbered text: its first `keep` bytes and its whole length.
@@ -83,7 +107,11 @@ pub(crate) fn number_lines(
   read_error: &dyn Fn(std::io::Error) -> ToolError,
 ) -> Result<Numbered, ToolError> {
   let end = limit.map(|l| offset.saturating_add(l));
-  let mut sink = Sink { kept: Vec::with_capacity(keep.min(64 * 1024)), keep, total: 0 };
+  let mut sink = Sink {
+    kept: Vec::with_capacity(keep.min(64 * 1024)),
+    keep,
+    total: 0,
+  };
   let mut line: u64 = 1;
   let mut line_open = false; // whether the current selected line's prefix was written
   let mut carry: Vec<u8> = Vec::new();
@@ -144,7 +172,10 @@ pub(crate) fn number_lines(
       break;
     }
   }
-  Ok(Numbered { kept: sink.kept, total: sink.total })
+  Ok(Numbered {
+    kept: sink.kept,
+    total: sink.total,
+  })
 }
 
 /// Appends the decodable part of `bytes` to `out` and returns how many bytes it consumed. An
@@ -177,7 +208,15 @@ mod tests {
   }
 
   fn render(text: &[u8], offset: u64, limit: Option<u64>) -> String {
-    let n = number_lines(text, offset, limit, usize::MAX, &CancellationToken::new(), &io_err).unwrap();
+    let n = number_lines(
+      text,
+      offset,
+      limit,
+      usize::MAX,
+      &CancellationToken::new(),
+      &io_err,
+    )
+    .unwrap();
     assert_eq!(n.kept.len(), n.total);
     String::from_utf8(n.kept).unwrap()
   }

@@ -22,11 +22,15 @@ pub(super) fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolE
     _ => return Err(ToolError::caveman(Caveman::ToolOutputOffsetInvalid)),
   };
   let limit = match args.opt_number("limit") {
-    Ok(None) => (READ_TOOL_OUTPUT_DEFAULT_LIMIT as i64).min(cap - READ_TOOL_OUTPUT_PAGE_OVERHEAD as i64) as f64,
+    Ok(None) => {
+      (READ_TOOL_OUTPUT_DEFAULT_LIMIT as i64).min(cap - READ_TOOL_OUTPUT_PAGE_OVERHEAD as i64) as f64
+    }
     Ok(Some(l)) if is_safe_integer(l) && l > 0.0 => l,
     _ => return Err(ToolError::caveman(Caveman::ToolOutputLimitInvalid)),
   };
-  let page = (limit as i64).min((cap - READ_TOOL_OUTPUT_PAGE_OVERHEAD as i64).max(1)).max(1) as usize;
+  let page = (limit as i64)
+    .min((cap - READ_TOOL_OUTPUT_PAGE_OVERHEAD as i64).max(1))
+    .max(1) as usize;
   let bytes = entry.text.as_bytes();
   let total = bytes.len();
   let mut start = (offset as usize).min(total);
@@ -38,18 +42,28 @@ pub(super) fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolE
       Some(at) => start += at,
       None => {
         let text = format!("no literal match in {} at or after byte {start}", entry.label);
-        return Ok(ToolOutput { text: cap_output(&text, cap as usize), label: None });
+        return Ok(ToolOutput {
+          text: cap_output(&text, cap as usize),
+          label: None,
+        });
       }
     }
   }
   let end = total.min(start + page);
-  let capture = if entry.complete { "complete capture" } else { "partial capture; later process output was unavailable" };
+  let capture = if entry.complete {
+    "complete capture"
+  } else {
+    "partial capture; later process output was unavailable"
+  };
   let mut text = format!("{} · bytes {start}-{end} of {total} · {capture}\n", entry.label);
   text.push_str(&String::from_utf8_lossy(&bytes[start..end]));
   if end < total {
     text.push_str(&format!("\n[next offset: {end}]"));
   }
-  Ok(ToolOutput { text: cap_output(&text, cap as usize), label: None })
+  Ok(ToolOutput {
+    text: cap_output(&text, cap as usize),
+    label: None,
+  })
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

@@ -75,7 +75,10 @@ fn workspace() -> Ws {
 
 /// `line 0` .. `line 3999` joined by `\n`: the seed's 4,000-line file, 38,889 bytes.
 fn four_thousand_lines() -> String {
-  (0..4000).map(|i| format!("line {i}")).collect::<Vec<_>>().join("\n")
+  (0..4000)
+    .map(|i| format!("line {i}"))
+    .collect::<Vec<_>>()
+    .join("\n")
 }
 
 /// The `tool_<32 lowercase hex>` handle in a capped marker, checking its shape.
@@ -84,7 +87,12 @@ fn handle_in(text: &str) -> String {
   let at = text.rfind(LEAD).expect("marker with a handle") + LEAD.len();
   let handle = &text[at..at + 37];
   assert!(handle.starts_with("tool_"), "{handle}");
-  assert!(handle[5..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{handle}");
+  assert!(
+    handle[5..]
+      .bytes()
+      .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+    "{handle}"
+  );
   assert_eq!(&text[at + 37..], "]", "the marker ends the text");
   handle.to_string()
 }
@@ -96,8 +104,21 @@ fn default_selection_order_and_properties() {
   let ws = workspace();
   let specs = ws.tools.specs();
   let names: Vec<_> = specs.iter().map(|s| s.name).collect();
-  assert_eq!(names, ["read_file", "grep", "bash", "write_file", "edit_file", "read_tool_output"]);
-  let table: Vec<_> = specs.iter().map(|s| (s.name, s.effect, s.speculative, s.timeout_ms)).collect();
+  assert_eq!(
+    names,
+    [
+      "read_file",
+      "grep",
+      "bash",
+      "write_file",
+      "edit_file",
+      "read_tool_output"
+    ]
+  );
+  let table: Vec<_> = specs
+    .iter()
+    .map(|s| (s.name, s.effect, s.speculative, s.timeout_ms))
+    .collect();
   assert_eq!(
     table,
     [
@@ -147,13 +168,19 @@ fn default_selection_order_and_properties() {
     json!({"type": "object", "properties": {"path": {"type": "string"}, "offset": {"type": "integer"},
       "limit": {"type": "integer"}}, "required": ["path"]})
   );
-  assert_eq!(specs[4].input["required"], json!(["path", "old_string", "new_string"]));
+  assert_eq!(
+    specs[4].input["required"],
+    json!(["path", "old_string", "new_string"])
+  );
   // The JSON text keeps the reference's (TypeBox) property order: serde_json's preserve_order.
   assert_eq!(
     specs[4].input.to_string(),
     r#"{"type":"object","properties":{"path":{"type":"string"},"old_string":{"type":"string"},"new_string":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["path","old_string","new_string"]}"#
   );
-  assert!(ws.tools.store().is_some(), "read_tool_output selected: the store is active");
+  assert!(
+    ws.tools.store().is_some(),
+    "read_tool_output selected: the store is active"
+  );
 }
 
 #[test]
@@ -169,9 +196,15 @@ fn selection_keeps_the_given_order_and_rejects_unknown_and_duplicates() {
     ShellTools::new(config).err().expect("construction error")
   };
   let e = build(&["read_file", "nope"]);
-  assert_eq!((e.code.as_str(), e.message.as_str()), ("cave_shell_tool_unknown:nope", "cave_shell_tool_unknown:nope"));
+  assert_eq!(
+    (e.code.as_str(), e.message.as_str()),
+    ("cave_shell_tool_unknown:nope", "cave_shell_tool_unknown:nope")
+  );
   let e = build(&["grep", "bash", "grep"]);
-  assert_eq!((e.code.as_str(), e.message.as_str()), ("cave_shell_tool_duplicate:grep", "cave_shell_tool_duplicate:grep"));
+  assert_eq!(
+    (e.code.as_str(), e.message.as_str()),
+    ("cave_shell_tool_duplicate:grep", "cave_shell_tool_duplicate:grep")
+  );
   assert!(ShellTools::new({
     let mut c = ShellToolsConfig::new("/x");
     c.tools = Some(vec![]);
@@ -194,10 +227,19 @@ async fn output_caps_override_descriptions_and_caps() {
   let ws = workspace_with(None, &[("grep", 1234.0), ("write_file", 10.0)]);
   assert!(ws.tools.specs()[1].description.ends_with("capped at 1234 bytes."));
   assert_eq!(ws.tools.cap(ShellToolName::Grep), 1234);
-  assert_eq!(ws.tools.cap(ShellToolName::ReadFile), 24_000, "others keep their defaults");
+  assert_eq!(
+    ws.tools.cap(ShellToolName::ReadFile),
+    24_000,
+    "others keep their defaults"
+  );
   // capOutput's marker on a write result longer than the cap.
-  let text = ws.ok("write_file", json!({"path": "a.txt", "content": "hello"})).await;
-  assert_eq!(text, "wrote a.tx\n[caveman-code: output capped at 10 of 20 bytes; narrow the request]");
+  let text = ws
+    .ok("write_file", json!({"path": "a.txt", "content": "hello"}))
+    .await;
+  assert_eq!(
+    text,
+    "wrote a.tx\n[caveman-code: output capped at 10 of 20 bytes; narrow the request]"
+  );
 }
 
 // ---------------------------------------------------------------- read_file
@@ -207,17 +249,50 @@ async fn read_file_numbers_lines() {
   let ws = workspace();
   ws.write("a.txt", "a\nb\n");
   ws.write("greek.txt", "alpha\nbeta\ngamma\n");
-  assert_eq!(ws.ok("read_file", json!({"path": "a.txt"})).await, "1\ta\n2\tb\n3\t");
-  assert_eq!(ws.ok("read_file", json!({"path": "greek.txt", "offset": 2, "limit": 1})).await, "2\tbeta");
-  assert_eq!(ws.ok("read_file", json!({"path": "greek.txt", "offset": 3})).await, "3\tgamma\n4\t");
+  assert_eq!(
+    ws.ok("read_file", json!({"path": "a.txt"})).await,
+    "1\ta\n2\tb\n3\t"
+  );
+  assert_eq!(
+    ws.ok("read_file", json!({"path": "greek.txt", "offset": 2, "limit": 1}))
+      .await,
+    "2\tbeta"
+  );
+  assert_eq!(
+    ws.ok("read_file", json!({"path": "greek.txt", "offset": 3}))
+      .await,
+    "3\tgamma\n4\t"
+  );
   // offset = max(1, offset); limit = max(1, limit)
-  assert_eq!(ws.ok("read_file", json!({"path": "greek.txt", "offset": -5, "limit": 0})).await, "1\talpha");
-  assert_eq!(ws.ok("read_file", json!({"path": "greek.txt", "offset": 99})).await, "");
-  let out = ws.run("read_file", json!({"path": "./greek.txt", "limit": 1})).await.unwrap();
-  assert_eq!(out.label.as_deref(), Some("read_file:./greek.txt"), "label keeps the path as given");
+  assert_eq!(
+    ws.ok(
+      "read_file",
+      json!({"path": "greek.txt", "offset": -5, "limit": 0})
+    )
+    .await,
+    "1\talpha"
+  );
+  assert_eq!(
+    ws.ok("read_file", json!({"path": "greek.txt", "offset": 99}))
+      .await,
+    ""
+  );
+  let out = ws
+    .run("read_file", json!({"path": "./greek.txt", "limit": 1}))
+    .await
+    .unwrap();
+  assert_eq!(
+    out.label.as_deref(),
+    Some("read_file:./greek.txt"),
+    "label keeps the path as given"
+  );
   // An absolute path inside the workspace is allowed.
   let abs = ws.root().join("a.txt");
-  assert_eq!(ws.ok("read_file", json!({"path": abs.to_str().unwrap(), "limit": 1})).await, "1\ta");
+  assert_eq!(
+    ws.ok("read_file", json!({"path": abs.to_str().unwrap(), "limit": 1}))
+      .await,
+    "1\ta"
+  );
 }
 
 #[tokio::test]
@@ -232,16 +307,25 @@ async fn read_file_errors() {
 
   let e = ws.err("read_file", json!({"path": "missing.txt"})).await;
   assert_eq!(e.code, "ENOENT");
-  assert_eq!(e.message, format!("ENOENT: no such file or directory, stat '{}'", ws.root().join("missing.txt").display()));
+  assert_eq!(
+    e.message,
+    format!(
+      "ENOENT: no such file or directory, stat '{}'",
+      ws.root().join("missing.txt").display()
+    )
+  );
 
   // A FIFO is refused without waiting for a writer.
   let fifo = std::ffi::CString::new(ws.path("fifo").to_str().unwrap()).unwrap();
   // SAFETY: valid NUL-terminated path.
   assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
-  let e = tokio::time::timeout(Duration::from_secs(60), ws.run("read_file", json!({"path": "fifo"})))
-    .await
-    .expect("read_file of a FIFO must not block")
-    .unwrap_err();
+  let e = tokio::time::timeout(
+    Duration::from_secs(60),
+    ws.run("read_file", json!({"path": "fifo"})),
+  )
+  .await
+  .expect("read_file of a FIFO must not block")
+  .unwrap_err();
   assert_eq!(e.message, "caveman-code: not a file: fifo");
 
   let e = ws.err("read_file", json!({})).await;
@@ -259,27 +343,59 @@ async fn read_and_write_refuse_escapes() {
   std::fs::create_dir(ws.path("nested")).unwrap();
   symlink(ws.outside(), ws.path("nested/escape")).unwrap();
   let outside_abs = ws.outside().join("secret.txt");
-  let candidates = ["../secret.txt", "nested/escape/secret.txt", "nested/../../secret.txt", outside_abs.to_str().unwrap()];
+  let candidates = [
+    "../secret.txt",
+    "nested/escape/secret.txt",
+    "nested/../../secret.txt",
+    outside_abs.to_str().unwrap(),
+  ];
   for path in candidates {
     let e = ws.err("read_file", json!({"path": path})).await;
-    assert_eq!(e.message, format!("caveman-code: path escapes the workspace: {path}"));
+    assert_eq!(
+      e.message,
+      format!("caveman-code: path escapes the workspace: {path}")
+    );
     assert_eq!(e.code, "cave_workspace_escape");
-    let e = ws.err("write_file", json!({"path": path, "content": "pwned", "overwrite": true})).await;
-    assert_eq!(e.message, format!("caveman-code: path escapes the workspace: {path}"));
-    let e = ws.err("edit_file", json!({"path": path, "old_string": "secret", "new_string": "pwned"})).await;
-    assert_eq!(e.message, format!("caveman-code: path escapes the workspace: {path}"));
+    let e = ws
+      .err(
+        "write_file",
+        json!({"path": path, "content": "pwned", "overwrite": true}),
+      )
+      .await;
+    assert_eq!(
+      e.message,
+      format!("caveman-code: path escapes the workspace: {path}")
+    );
+    let e = ws
+      .err(
+        "edit_file",
+        json!({"path": path, "old_string": "secret", "new_string": "pwned"}),
+      )
+      .await;
+    assert_eq!(
+      e.message,
+      format!("caveman-code: path escapes the workspace: {path}")
+    );
     let e = ws.err("grep", json!({"pattern": "secret", "path": path})).await;
     assert_eq!(e.code, "cave_workspace_escape");
   }
   // A new file under an outward symlinked directory is refused too.
-  let e = ws.err("write_file", json!({"path": "nested/escape/new.txt", "content": "x"})).await;
+  let e = ws
+    .err(
+      "write_file",
+      json!({"path": "nested/escape/new.txt", "content": "x"}),
+    )
+    .await;
   assert_eq!(e.code, "cave_workspace_escape");
   assert!(!ws.outside().join("new.txt").exists());
   assert_eq!(std::fs::read_to_string(&outside_abs).unwrap(), "secret");
   // A symlink that stays inside is followed.
   ws.write("real.txt", "inside\n");
   symlink(ws.path("real.txt"), ws.path("link.txt")).unwrap();
-  assert_eq!(ws.ok("read_file", json!({"path": "link.txt"})).await, "1\tinside\n2\t");
+  assert_eq!(
+    ws.ok("read_file", json!({"path": "link.txt"})).await,
+    "1\tinside\n2\t"
+  );
 }
 
 #[tokio::test]
@@ -292,39 +408,103 @@ async fn capped_read_file_pages_through_read_tool_output() {
   content.push_str("TAIL_SENTINEL\n");
   ws.write("big.txt", &content);
   let out = ws.run("read_file", json!({"path": "big.txt"})).await.unwrap();
-  let numbered: String = content.split('\n').enumerate().map(|(i, l)| format!("{}\t{l}", i + 1)).collect::<Vec<_>>().join("\n");
+  let numbered: String = content
+    .split('\n')
+    .enumerate()
+    .map(|(i, l)| format!("{}\t{l}", i + 1))
+    .collect::<Vec<_>>()
+    .join("\n");
   let total = numbered.len();
   assert_eq!(out.label.as_deref(), Some("read_file:big.txt"));
-  assert!(out.text.starts_with("1\tHEAD_SENTINEL\n2\tfiller line 0\n"), "head preview");
-  let marker_start = format!("\n[caveman-code: output capped from {total} captured bytes; use read_tool_output with handle tool_");
+  assert!(
+    out.text.starts_with("1\tHEAD_SENTINEL\n2\tfiller line 0\n"),
+    "head preview"
+  );
+  let marker_start = format!(
+    "\n[caveman-code: output capped from {total} captured bytes; use read_tool_output with handle tool_"
+  );
   assert!(out.text.contains(&marker_start), "{}", out.text);
   assert_eq!(out.text.len(), 512, "preview + marker fill the cap exactly");
   let handle = handle_in(&out.text);
 
-  let page = ws.ok("read_tool_output", json!({"handle": handle, "offset": 0, "limit": 64})).await;
+  let page = ws
+    .ok(
+      "read_tool_output",
+      json!({"handle": handle, "offset": 0, "limit": 64}),
+    )
+    .await;
   assert_eq!(
     page,
-    format!("read_file:big.txt · bytes 0-64 of {total} · complete capture\n{}\n[next offset: 64]", &numbered[..64])
+    format!(
+      "read_file:big.txt · bytes 0-64 of {total} · complete capture\n{}\n[next offset: 64]",
+      &numbered[..64]
+    )
   );
-  let next: usize = page.rsplit("[next offset: ").next().unwrap().trim_end_matches(']').parse().unwrap();
-  let found = ws.ok("read_tool_output", json!({"handle": handle, "offset": next, "query": "TAIL_SENTINEL"})).await;
+  let next: usize = page
+    .rsplit("[next offset: ")
+    .next()
+    .unwrap()
+    .trim_end_matches(']')
+    .parse()
+    .unwrap();
+  let found = ws
+    .ok(
+      "read_tool_output",
+      json!({"handle": handle, "offset": next, "query": "TAIL_SENTINEL"}),
+    )
+    .await;
   let at = numbered.find("TAIL_SENTINEL").unwrap();
-  assert_eq!(found, format!("read_file:big.txt · bytes {at}-{total} of {total} · complete capture\n{}", &numbered[at..]));
-  assert!(!found.contains("[next offset"), "the last page has no next offset");
+  assert_eq!(
+    found,
+    format!(
+      "read_file:big.txt · bytes {at}-{total} of {total} · complete capture\n{}",
+      &numbered[at..]
+    )
+  );
+  assert!(
+    !found.contains("[next offset"),
+    "the last page has no next offset"
+  );
 
   // The default page is min(8000, cap - 512) = 512 bytes here.
   let page = ws.ok("read_tool_output", json!({"handle": handle})).await;
-  assert!(page.starts_with(&format!("read_file:big.txt · bytes 0-512 of {total} · complete capture\n")));
+  assert!(page.starts_with(&format!(
+    "read_file:big.txt · bytes 0-512 of {total} · complete capture\n"
+  )));
   assert!(page.ends_with("\n[next offset: 512]"));
   // An explicit limit is bounded by cap - 512 too.
-  let page = ws.ok("read_tool_output", json!({"handle": handle, "offset": 10, "limit": 100_000})).await;
+  let page = ws
+    .ok(
+      "read_tool_output",
+      json!({"handle": handle, "offset": 10, "limit": 100_000}),
+    )
+    .await;
   assert!(page.starts_with(&format!("read_file:big.txt · bytes 10-522 of {total} · ")));
   // An offset past the end reads an empty page at the end.
-  let page = ws.ok("read_tool_output", json!({"handle": handle, "offset": total + 50})).await;
-  assert_eq!(page, format!("read_file:big.txt · bytes {total}-{total} of {total} · complete capture\n"));
+  let page = ws
+    .ok(
+      "read_tool_output",
+      json!({"handle": handle, "offset": total + 50}),
+    )
+    .await;
+  assert_eq!(
+    page,
+    format!("read_file:big.txt · bytes {total}-{total} of {total} · complete capture\n")
+  );
   // No match at or after the start.
-  let none = ws.ok("read_tool_output", json!({"handle": handle, "offset": at + 1, "query": "TAIL_SENTINEL"})).await;
-  assert_eq!(none, format!("no literal match in read_file:big.txt at or after byte {}", at + 1));
+  let none = ws
+    .ok(
+      "read_tool_output",
+      json!({"handle": handle, "offset": at + 1, "query": "TAIL_SENTINEL"}),
+    )
+    .await;
+  assert_eq!(
+    none,
+    format!(
+      "no literal match in read_file:big.txt at or after byte {}",
+      at + 1
+    )
+  );
 }
 
 #[tokio::test]
@@ -345,28 +525,67 @@ async fn capped_read_file_without_read_tool_output_is_not_recoverable() {
 #[tokio::test]
 async fn read_tool_output_errors() {
   let ws = workspace_with(None, &[("bash", 200.0)]);
-  let e = ws.err("read_tool_output", json!({"handle": "tool_00000000000000000000000000000000"})).await;
-  assert_eq!(e.message, "caveman-code: tool output handle is unknown or evicted");
+  let e = ws
+    .err(
+      "read_tool_output",
+      json!({"handle": "tool_00000000000000000000000000000000"}),
+    )
+    .await;
+  assert_eq!(
+    e.message,
+    "caveman-code: tool output handle is unknown or evicted"
+  );
   assert_eq!(e.code, "cave_tool_output_handle_unknown");
   let text = ws.ok("bash", json!({"command": "seq 1 500"})).await;
   let handle = handle_in(&text);
-  for offset in [json!(-1), json!(1.5), json!("3"), json!(9_007_199_254_740_992.0_f64)] {
-    let e = ws.err("read_tool_output", json!({"handle": handle, "offset": offset})).await;
-    assert_eq!(e.message, "caveman-code: read_tool_output offset must be a non-negative integer", "{offset}");
+  for offset in [
+    json!(-1),
+    json!(1.5),
+    json!("3"),
+    json!(9_007_199_254_740_992.0_f64),
+  ] {
+    let e = ws
+      .err("read_tool_output", json!({"handle": handle, "offset": offset}))
+      .await;
+    assert_eq!(
+      e.message, "caveman-code: read_tool_output offset must be a non-negative integer",
+      "{offset}"
+    );
     assert_eq!(e.code, "cave_tool_output_offset_invalid");
   }
   for limit in [json!(0), json!(-3), json!(2.5), json!(true)] {
-    let e = ws.err("read_tool_output", json!({"handle": handle, "limit": limit})).await;
-    assert_eq!(e.message, "caveman-code: read_tool_output limit must be a positive integer", "{limit}");
+    let e = ws
+      .err("read_tool_output", json!({"handle": handle, "limit": limit}))
+      .await;
+    assert_eq!(
+      e.message, "caveman-code: read_tool_output limit must be a positive integer",
+      "{limit}"
+    );
     assert_eq!(e.code, "cave_tool_output_limit_invalid");
   }
-  let e = ws.err("read_tool_output", json!({"handle": handle, "query": ""})).await;
-  assert_eq!(e.message, "caveman-code: read_tool_output query must not be empty");
+  let e = ws
+    .err("read_tool_output", json!({"handle": handle, "query": ""}))
+    .await;
+  assert_eq!(
+    e.message,
+    "caveman-code: read_tool_output query must not be empty"
+  );
   assert_eq!(e.code, "cave_tool_output_query_empty");
   // The store holds bash's body without the status line.
   let body: String = (1..=500).map(|i| format!("{i}\n")).collect();
-  let page = ws.ok("read_tool_output", json!({"handle": handle, "offset": 0, "limit": 10})).await;
-  assert_eq!(page, format!("bash:seq 1 500 · bytes 0-10 of {} · complete capture\n1\n2\n3\n4\n5\n\n[next offset: 10]", body.len()));
+  let page = ws
+    .ok(
+      "read_tool_output",
+      json!({"handle": handle, "offset": 0, "limit": 10}),
+    )
+    .await;
+  assert_eq!(
+    page,
+    format!(
+      "bash:seq 1 500 · bytes 0-10 of {} · complete capture\n1\n2\n3\n4\n5\n\n[next offset: 10]",
+      body.len()
+    )
+  );
   // Handles do not cross shellTools() instances.
   let other = workspace();
   let e = other.err("read_tool_output", json!({"handle": handle})).await;
@@ -381,13 +600,28 @@ async fn grep_lines_scope_and_no_matches() {
   ws.write("a.txt", "needle one\nhay\nneedle two\n");
   ws.write("src/b.rs", "fn needle() {}\n");
   let out = ws.run("grep", json!({"pattern": "needle"})).await.unwrap();
-  assert_eq!(out.text, "./a.txt:1:needle one\n./a.txt:3:needle two\n./src/b.rs:1:fn needle() {}\n");
+  assert_eq!(
+    out.text,
+    "./a.txt:1:needle one\n./a.txt:3:needle two\n./src/b.rs:1:fn needle() {}\n"
+  );
   assert_eq!(out.label.as_deref(), Some("grep:needle"));
-  assert_eq!(ws.ok("grep", json!({"pattern": "needle", "path": "src"})).await, "src/b.rs:1:fn needle() {}\n");
+  assert_eq!(
+    ws.ok("grep", json!({"pattern": "needle", "path": "src"})).await,
+    "src/b.rs:1:fn needle() {}\n"
+  );
   // A single file is searched without a path prefix, as rg prints it.
-  assert_eq!(ws.ok("grep", json!({"pattern": "two", "path": "a.txt"})).await, "3:needle two\n");
-  assert_eq!(ws.ok("grep", json!({"pattern": "absent_[0-9]+"})).await, "no matches");
-  assert_eq!(ws.ok("grep", json!({"pattern": "ne+dle (one|two)$"})).await, "./a.txt:1:needle one\n./a.txt:3:needle two\n");
+  assert_eq!(
+    ws.ok("grep", json!({"pattern": "two", "path": "a.txt"})).await,
+    "3:needle two\n"
+  );
+  assert_eq!(
+    ws.ok("grep", json!({"pattern": "absent_[0-9]+"})).await,
+    "no matches"
+  );
+  assert_eq!(
+    ws.ok("grep", json!({"pattern": "ne+dle (one|two)$"})).await,
+    "./a.txt:1:needle one\n./a.txt:3:needle two\n"
+  );
 }
 
 #[tokio::test]
@@ -407,11 +641,24 @@ async fn grep_honours_ignore_files_hidden_files_and_glob() {
     "./code.rs:1:needle\n./ignored-by-git.txt:1:needle\n./keep.txt:1:needle\n"
   );
   std::fs::create_dir(ws.path(".git")).unwrap();
-  assert_eq!(ws.ok("grep", json!({"pattern": "needle"})).await, "./code.rs:1:needle\n./keep.txt:1:needle\n");
-  assert_eq!(ws.ok("grep", json!({"pattern": "needle", "glob": "*.rs"})).await, "./code.rs:1:needle\n");
-  assert_eq!(ws.ok("grep", json!({"pattern": "needle", "glob": "!*.rs"})).await, "./keep.txt:1:needle\n");
+  assert_eq!(
+    ws.ok("grep", json!({"pattern": "needle"})).await,
+    "./code.rs:1:needle\n./keep.txt:1:needle\n"
+  );
+  assert_eq!(
+    ws.ok("grep", json!({"pattern": "needle", "glob": "*.rs"})).await,
+    "./code.rs:1:needle\n"
+  );
+  assert_eq!(
+    ws.ok("grep", json!({"pattern": "needle", "glob": "!*.rs"})).await,
+    "./keep.txt:1:needle\n"
+  );
   // An explicitly named hidden file is searched.
-  assert_eq!(ws.ok("grep", json!({"pattern": "needle", "path": ".hidden.txt"})).await, "1:needle\n");
+  assert_eq!(
+    ws.ok("grep", json!({"pattern": "needle", "path": ".hidden.txt"}))
+      .await,
+    "1:needle\n"
+  );
 }
 
 #[tokio::test]
@@ -422,7 +669,10 @@ async fn grep_limits_to_200_matches() {
   ws.write("b.txt", &many);
   let text = ws.ok("grep", json!({"pattern": "match"})).await;
   let (lines, marker) = text.rsplit_once('\n').unwrap();
-  assert_eq!(marker, "[caveman-code: matches limited to first 200; narrow pattern or path]");
+  assert_eq!(
+    marker,
+    "[caveman-code: matches limited to first 200; narrow pattern or path]"
+  );
   let lines: Vec<_> = lines.split('\n').collect();
   assert_eq!(lines.len(), 200);
   assert_eq!(lines[0], "./a.txt:1:match 0");
@@ -430,7 +680,10 @@ async fn grep_limits_to_200_matches() {
   assert_eq!(lines[199], "./b.txt:50:match 49");
   // rg's --max-count 200 is per file: one file of 300 matches gives exactly 200 lines, no marker.
   let ws = workspace();
-  ws.write("c.txt", (0..300).map(|i| format!("match {i}\n")).collect::<String>());
+  ws.write(
+    "c.txt",
+    (0..300).map(|i| format!("match {i}\n")).collect::<String>(),
+  );
   let text = ws.ok("grep", json!({"pattern": "match"})).await;
   assert_eq!(text.lines().count(), 200);
   assert!(!text.contains("matches limited"));
@@ -440,12 +693,20 @@ async fn grep_limits_to_200_matches() {
 async fn grep_regex_error_is_text_and_output_is_capped() {
   let ws = workspace();
   ws.write("a.txt", "x\n");
-  let out = ws.run("grep", json!({"pattern": "(unclosed"})).await.expect("a regex error is a result, not an error");
+  let out = ws
+    .run("grep", json!({"pattern": "(unclosed"}))
+    .await
+    .expect("a regex error is a result, not an error");
   assert!(out.text.contains("regex parse error"), "{}", out.text);
   assert!(out.text.contains("unclosed group"), "{}", out.text);
 
   let ws = workspace_with(None, &[("grep", 300.0)]);
-  ws.write("a.txt", (0..100).map(|i| format!("long matching line number {i}\n")).collect::<String>());
+  ws.write(
+    "a.txt",
+    (0..100)
+      .map(|i| format!("long matching line number {i}\n"))
+      .collect::<String>(),
+  );
   let text = ws.ok("grep", json!({"pattern": "matching"})).await;
   assert_eq!(text.len(), 300);
   assert!(text.starts_with("./a.txt:1:long matching line number 0\n"));
@@ -461,14 +722,37 @@ async fn bash_status_and_body() {
   let out = ws.run("bash", json!({"command": "echo hi"})).await.unwrap();
   assert_eq!(out.text, "exit 0\nhi\n");
   assert_eq!(out.label.as_deref(), Some("bash:echo hi"));
-  assert_eq!(ws.ok("bash", json!({"command": "printf out; printf err >&2"})).await, "exit 0\nout\nerr");
-  assert_eq!(ws.ok("bash", json!({"command": "echo out; echo err >&2; exit 3"})).await, "exit 3\nout\nerr\n");
-  assert_eq!(ws.ok("bash", json!({"command": "exit 4"})).await, "exit 4\n(no output)");
-  assert_eq!(ws.ok("bash", json!({"command": "printf '  \\n'"})).await, "exit 0\n(no output)");
-  assert_eq!(ws.ok("bash", json!({"command": "kill -9 $$"})).await, "exit null\n(no output)");
+  assert_eq!(
+    ws.ok("bash", json!({"command": "printf out; printf err >&2"}))
+      .await,
+    "exit 0\nout\nerr"
+  );
+  assert_eq!(
+    ws.ok("bash", json!({"command": "echo out; echo err >&2; exit 3"}))
+      .await,
+    "exit 3\nout\nerr\n"
+  );
+  assert_eq!(
+    ws.ok("bash", json!({"command": "exit 4"})).await,
+    "exit 4\n(no output)"
+  );
+  assert_eq!(
+    ws.ok("bash", json!({"command": "printf '  \\n'"})).await,
+    "exit 0\n(no output)"
+  );
+  assert_eq!(
+    ws.ok("bash", json!({"command": "kill -9 $$"})).await,
+    "exit null\n(no output)"
+  );
   // It runs in the canonical workspace with stdin closed.
-  assert_eq!(ws.ok("bash", json!({"command": "pwd -P"})).await, format!("exit 0\n{}\n", ws.root().display()));
-  assert_eq!(ws.ok("bash", json!({"command": "cat; echo done"})).await, "exit 0\ndone\n");
+  assert_eq!(
+    ws.ok("bash", json!({"command": "pwd -P"})).await,
+    format!("exit 0\n{}\n", ws.root().display())
+  );
+  assert_eq!(
+    ws.ok("bash", json!({"command": "cat; echo done"})).await,
+    "exit 0\ndone\n"
+  );
   // The label is the first 60 UTF-16 units of the command.
   let long = format!("echo {}", "é".repeat(80));
   let out = ws.run("bash", json!({"command": long})).await.unwrap();
@@ -483,7 +767,9 @@ async fn bash_errors() {
     assert_eq!(e.message, "caveman-code: host command shell is not available");
     assert_eq!(e.code, "cave_shell_unavailable");
   }
-  let e = ws.err("bash", json!({"command": "echo hi", "yieldTimeMs": 10})).await;
+  let e = ws
+    .err("bash", json!({"command": "echo hi", "yieldTimeMs": 10}))
+    .await;
   assert_eq!(e.code, "cave_execution_backend_command_sessions_disabled");
   assert_eq!(e.message, "cave_execution_backend_command_sessions_disabled");
   let e = ws.err("bash", json!({"timeoutMs": 10})).await;
@@ -500,12 +786,26 @@ async fn bash_seed_capped_cat_example() {
   assert!(out.text.starts_with("exit 0\n"));
   let (before, marker) = out.text.rsplit_once('\n').unwrap();
   assert!(before.ends_with("\nline 3998\nline 3999"), "tail preview");
-  assert!(marker.starts_with("[caveman-code: output capped from 38889 captured bytes; use read_tool_output with handle tool_"));
-  assert_eq!(out.text.len(), 24_000, "status + tail preview + marker fill the bash cap exactly");
+  assert!(marker.starts_with(
+    "[caveman-code: output capped from 38889 captured bytes; use read_tool_output with handle tool_"
+  ));
+  assert_eq!(
+    out.text.len(),
+    24_000,
+    "status + tail preview + marker fill the bash cap exactly"
+  );
   let handle = handle_in(&out.text);
   // The handle pages the full body (without the status line).
-  let page = ws.ok("read_tool_output", json!({"handle": handle, "offset": 0, "limit": 14})).await;
-  assert_eq!(page, "bash:cat big.txt · bytes 0-14 of 38889 · complete capture\nline 0\nline 1\n\n[next offset: 14]");
+  let page = ws
+    .ok(
+      "read_tool_output",
+      json!({"handle": handle, "offset": 0, "limit": 14}),
+    )
+    .await;
+  assert_eq!(
+    page,
+    "bash:cat big.txt · bytes 0-14 of 38889 · complete capture\nline 0\nline 1\n\n[next offset: 14]"
+  );
 
   // Without read_tool_output the same run says recovery paging is not exposed.
   let ws2 = workspace_with(Some(&["bash"]), &[]);
@@ -520,7 +820,12 @@ async fn bash_seed_capped_cat_example() {
 #[tokio::test]
 async fn bash_capture_limit_marks_partial_output() {
   let ws = workspace();
-  let text = ws.ok("bash", json!({"command": "head -c 6000000 /dev/zero | tr '\\000' x; echo; echo TAIL"})).await;
+  let text = ws
+    .ok(
+      "bash",
+      json!({"command": "head -c 6000000 /dev/zero | tr '\\000' x; echo; echo TAIL"}),
+    )
+    .await;
   assert!(text.starts_with("exit 0\n"));
   // 4 MiB were captured of more; the tail preview is the end of what was captured.
   assert!(
@@ -530,7 +835,9 @@ async fn bash_capture_limit_marks_partial_output() {
   );
   assert!(!text.contains("TAIL"));
   let handle = handle_in(&text);
-  let page = ws.ok("read_tool_output", json!({"handle": handle, "limit": 5})).await;
+  let page = ws
+    .ok("read_tool_output", json!({"handle": handle, "limit": 5}))
+    .await;
   assert_eq!(page, "bash:head -c 6000000 /dev/zero | tr '\\000' x; echo; echo TAIL · bytes 0-5 of 4194304 · partial capture; later process output was unavailable\nxxxxx\n[next offset: 5]");
 }
 
@@ -543,7 +850,11 @@ async fn bash_env_is_the_allow_list_only() {
   let text = ws.ok("bash", json!({"command": "env"})).await;
   assert!(!text.contains("should-not-leak"), "{text}");
   assert!(!text.contains("ANTHROPIC_API_KEY"));
-  let names: Vec<&str> = text.lines().skip(1).filter_map(|l| l.split_once('=').map(|(k, _)| k)).collect();
+  let names: Vec<&str> = text
+    .lines()
+    .skip(1)
+    .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+    .collect();
   for name in &names {
     // /bin/sh adds PWD, SHLVL, OLDPWD and `_` on its own.
     assert!(
@@ -560,9 +871,15 @@ async fn bash_env_is_the_allow_list_only() {
 fn live_group_members(pgid: i32) -> Vec<i32> {
   let mut out = Vec::new();
   for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-    let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-    let Some((_, rest)) = stat.rsplit_once(") ") else { continue };
+    let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+      continue;
+    };
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+      continue;
+    };
+    let Some((_, rest)) = stat.rsplit_once(") ") else {
+      continue;
+    };
     let fields: Vec<&str> = rest.split(' ').collect();
     // state ppid pgrp ...
     if fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z" {
@@ -589,7 +906,11 @@ async fn bash_timeout_kills_the_whole_group() {
   let text = ws.ok("bash", json!({"command": "echo $$ > group.pid; (sleep 300; echo never) & sleep 300 & echo started; wait", "timeoutMs": 500})).await;
   assert_eq!(text, "exit timeout after 500ms\nstarted\n");
   let pgid: i32 = ws.read("group.pid").trim().parse().unwrap();
-  assert!(group_gone(pgid), "survivors in process group {pgid}: {:?}", live_group_members(pgid));
+  assert!(
+    group_gone(pgid),
+    "survivors in process group {pgid}: {:?}",
+    live_group_members(pgid)
+  );
 }
 
 #[tokio::test]
@@ -608,17 +929,29 @@ async fn bash_cancel_kills_the_whole_group() {
   });
   let result = ws
     .tools
-    .execute("bash", &json!({"command": "sleep 300 & echo $$ > group.pid; wait"}), cancel)
+    .execute(
+      "bash",
+      &json!({"command": "sleep 300 & echo $$ > group.pid; wait"}),
+      cancel,
+    )
     .await;
   watcher.await.unwrap();
   let e = result.unwrap_err();
   assert_eq!(e.code, "ABORT_ERR");
   let pgid: i32 = ws.read("group.pid").trim().parse().unwrap();
-  assert!(group_gone(pgid), "survivors in process group {pgid}: {:?}", live_group_members(pgid));
+  assert!(
+    group_gone(pgid),
+    "survivors in process group {pgid}: {:?}",
+    live_group_members(pgid)
+  );
   // An already-cancelled token never starts the tool.
   let cancel = CancellationToken::new();
   cancel.cancel();
-  let e = ws.tools.execute("bash", &json!({"command": "touch started.txt"}), cancel).await.unwrap_err();
+  let e = ws
+    .tools
+    .execute("bash", &json!({"command": "touch started.txt"}), cancel)
+    .await
+    .unwrap_err();
   assert_eq!(e.code, "ABORT_ERR");
   assert!(!ws.path("started.txt").exists());
 }
@@ -626,8 +959,14 @@ async fn bash_cancel_kills_the_whole_group() {
 #[tokio::test]
 async fn bash_background_child_holding_the_pipe_does_not_hang() {
   let ws = workspace();
-  let run = ws.run("bash", json!({"command": "sleep 300 & echo $! > bg.pid; echo done"}));
-  let text = tokio::time::timeout(Duration::from_secs(120), run).await.expect("bash hung on a background child").unwrap();
+  let run = ws.run(
+    "bash",
+    json!({"command": "sleep 300 & echo $! > bg.pid; echo done"}),
+  );
+  let text = tokio::time::timeout(Duration::from_secs(120), run)
+    .await
+    .expect("bash hung on a background child")
+    .unwrap();
   assert_eq!(text.text, "exit 0\ndone\n");
   let pid: i32 = ws.read("bg.pid").trim().parse().unwrap();
   // SAFETY: cleanup of the background child this test started.
@@ -639,35 +978,78 @@ async fn bash_background_child_holding_the_pipe_does_not_hang() {
 #[tokio::test]
 async fn write_file_creates_refuses_and_overwrites() {
   let ws = workspace();
-  let out = ws.run("write_file", json!({"path": "a.txt", "content": "hello"})).await.unwrap();
+  let out = ws
+    .run("write_file", json!({"path": "a.txt", "content": "hello"}))
+    .await
+    .unwrap();
   assert_eq!(out.text, "wrote a.txt: 5 bytes");
   assert_eq!(out.label, None, "write_file does not report to onOutput");
   assert_eq!(ws.read("a.txt"), "hello");
   // UTF-8 byte length.
-  assert_eq!(ws.ok("write_file", json!({"path": "é.txt", "content": "héllo€"})).await, "wrote é.txt: 9 bytes");
+  assert_eq!(
+    ws.ok("write_file", json!({"path": "é.txt", "content": "héllo€"}))
+      .await,
+    "wrote é.txt: 9 bytes"
+  );
 
-  let e = ws.err("write_file", json!({"path": "a.txt", "content": "again"})).await;
+  let e = ws
+    .err("write_file", json!({"path": "a.txt", "content": "again"}))
+    .await;
   assert_eq!(e.code, "EEXIST");
-  assert_eq!(e.message, format!("EEXIST: file already exists, open '{}'", ws.root().join("a.txt").display()));
-  let e = ws.err("write_file", json!({"path": "a.txt", "content": "again", "overwrite": false})).await;
+  assert_eq!(
+    e.message,
+    format!(
+      "EEXIST: file already exists, open '{}'",
+      ws.root().join("a.txt").display()
+    )
+  );
+  let e = ws
+    .err(
+      "write_file",
+      json!({"path": "a.txt", "content": "again", "overwrite": false}),
+    )
+    .await;
   assert_eq!(e.code, "EEXIST");
   assert_eq!(ws.read("a.txt"), "hello");
 
   std::fs::set_permissions(ws.path("a.txt"), std::fs::Permissions::from_mode(0o640)).unwrap();
-  assert_eq!(ws.ok("write_file", json!({"path": "a.txt", "content": "", "overwrite": true})).await, "wrote a.txt: 0 bytes");
+  assert_eq!(
+    ws.ok(
+      "write_file",
+      json!({"path": "a.txt", "content": "", "overwrite": true})
+    )
+    .await,
+    "wrote a.txt: 0 bytes"
+  );
   assert_eq!(ws.read("a.txt"), "");
   let mode = std::fs::metadata(ws.path("a.txt")).unwrap().permissions().mode() & 0o777;
   assert_eq!(mode, 0o640, "overwrite keeps the permission bits");
 
-  let e = ws.err("write_file", json!({"path": "missing/dir/a.txt", "content": "x"})).await;
+  let e = ws
+    .err("write_file", json!({"path": "missing/dir/a.txt", "content": "x"}))
+    .await;
   assert_eq!(e.code, "ENOENT");
-  assert_eq!(e.message, format!("ENOENT: no such file or directory, open '{}'", ws.root().join("missing/dir/a.txt").display()));
+  assert_eq!(
+    e.message,
+    format!(
+      "ENOENT: no such file or directory, open '{}'",
+      ws.root().join("missing/dir/a.txt").display()
+    )
+  );
 
   std::fs::create_dir(ws.path("d")).unwrap();
-  let e = ws.err("write_file", json!({"path": "d", "content": "x", "overwrite": true})).await;
+  let e = ws
+    .err(
+      "write_file",
+      json!({"path": "d", "content": "x", "overwrite": true}),
+    )
+    .await;
   assert_eq!(e.code, "EISDIR");
   // No temporary files are left behind.
-  let names: Vec<_> = std::fs::read_dir(ws.path("")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+  let names: Vec<_> = std::fs::read_dir(ws.path(""))
+    .unwrap()
+    .map(|e| e.unwrap().file_name().into_string().unwrap())
+    .collect();
   assert!(names.iter().all(|n| !n.contains(".knap-")), "{names:?}");
 }
 
@@ -676,9 +1058,16 @@ async fn write_file_never_follows_a_dangling_symlink_out() {
   let ws = workspace();
   let target = ws.outside().join("planted.txt");
   symlink(&target, ws.path("dangling")).unwrap();
-  let e = ws.err("write_file", json!({"path": "dangling", "content": "x"})).await;
+  let e = ws
+    .err("write_file", json!({"path": "dangling", "content": "x"}))
+    .await;
   assert_eq!(e.code, "EEXIST", "exclusive create refuses an existing link");
-  let _ = ws.run("write_file", json!({"path": "dangling", "content": "x", "overwrite": true})).await;
+  let _ = ws
+    .run(
+      "write_file",
+      json!({"path": "dangling", "content": "x", "overwrite": true}),
+    )
+    .await;
   assert!(!target.exists(), "nothing was written outside the workspace");
 }
 
@@ -688,36 +1077,79 @@ async fn write_file_never_follows_a_dangling_symlink_out() {
 async fn edit_file_replaces_exactly() {
   let ws = workspace();
   ws.write("a.txt", "one two three");
-  let out = ws.run("edit_file", json!({"path": "a.txt", "old_string": "two", "new_string": "2"})).await.unwrap();
+  let out = ws
+    .run(
+      "edit_file",
+      json!({"path": "a.txt", "old_string": "two", "new_string": "2"}),
+    )
+    .await
+    .unwrap();
   assert_eq!(out.text, "edited a.txt: 1 replacement");
   assert_eq!(out.label, None, "edit_file does not report to onOutput");
   assert_eq!(ws.read("a.txt"), "one 2 three");
 
   ws.write("b.txt", "x = 1; x = 1; x = 1;");
-  let e = ws.err("edit_file", json!({"path": "b.txt", "old_string": "x = 1", "new_string": "y"})).await;
-  assert_eq!(e.message, "caveman-code: old_string appears 3 times in b.txt; add surrounding context or pass replace_all");
+  let e = ws
+    .err(
+      "edit_file",
+      json!({"path": "b.txt", "old_string": "x = 1", "new_string": "y"}),
+    )
+    .await;
+  assert_eq!(
+    e.message,
+    "caveman-code: old_string appears 3 times in b.txt; add surrounding context or pass replace_all"
+  );
   assert_eq!(e.code, "cave_edit_ambiguous");
-  assert_eq!(ws.read("b.txt"), "x = 1; x = 1; x = 1;", "a refused edit writes nothing");
-  let text = ws.ok("edit_file", json!({"path": "b.txt", "old_string": "x = 1", "new_string": "y", "replace_all": true})).await;
+  assert_eq!(
+    ws.read("b.txt"),
+    "x = 1; x = 1; x = 1;",
+    "a refused edit writes nothing"
+  );
+  let text = ws
+    .ok(
+      "edit_file",
+      json!({"path": "b.txt", "old_string": "x = 1", "new_string": "y", "replace_all": true}),
+    )
+    .await;
   assert_eq!(text, "edited b.txt: 3 replacements");
   assert_eq!(ws.read("b.txt"), "y; y; y;");
   // replace_all with a single occurrence is singular.
   assert_eq!(
-    ws.ok("edit_file", json!({"path": "b.txt", "old_string": "y; y; y;", "new_string": "z", "replace_all": true})).await,
+    ws.ok(
+      "edit_file",
+      json!({"path": "b.txt", "old_string": "y; y; y;", "new_string": "z", "replace_all": true})
+    )
+    .await,
     "edited b.txt: 1 replacement"
   );
 
   ws.write("c.txt", "ab ab");
-  let e = ws.err("edit_file", json!({"path": "c.txt", "old_string": "ab", "new_string": "x"})).await;
+  let e = ws
+    .err(
+      "edit_file",
+      json!({"path": "c.txt", "old_string": "ab", "new_string": "x"}),
+    )
+    .await;
   assert!(e.message.contains("appears 2 times"));
 
   // Literal replacement: `$&`, `$1` and `$$` are text, not patterns.
   ws.write("d.txt", "price: COST");
-  ws.ok("edit_file", json!({"path": "d.txt", "old_string": "COST", "new_string": "$& $1 $$ $'"})).await;
+  ws.ok(
+    "edit_file",
+    json!({"path": "d.txt", "old_string": "COST", "new_string": "$& $1 $$ $'"}),
+  )
+  .await;
   assert_eq!(ws.read("d.txt"), "price: $& $1 $$ $'");
   // Non-overlapping, left to right (as split/join counts).
   ws.write("e.txt", "aaaa");
-  assert_eq!(ws.ok("edit_file", json!({"path": "e.txt", "old_string": "aa", "new_string": "b", "replace_all": true})).await, "edited e.txt: 2 replacements");
+  assert_eq!(
+    ws.ok(
+      "edit_file",
+      json!({"path": "e.txt", "old_string": "aa", "new_string": "b", "replace_all": true})
+    )
+    .await,
+    "edited e.txt: 2 replacements"
+  );
   assert_eq!(ws.read("e.txt"), "bb");
 }
 
@@ -725,24 +1157,63 @@ async fn edit_file_replaces_exactly() {
 async fn edit_file_errors() {
   let ws = workspace();
   ws.write("a.txt", "hello");
-  let e = ws.err("edit_file", json!({"path": "a.txt", "old_string": "same", "new_string": "same"})).await;
+  let e = ws
+    .err(
+      "edit_file",
+      json!({"path": "a.txt", "old_string": "same", "new_string": "same"}),
+    )
+    .await;
   assert_eq!(e.message, "caveman-code: old_string and new_string are identical");
   assert_eq!(e.code, "cave_edit_identical");
   // Identity is checked before the path: even an escaping path reports it.
-  let e = ws.err("edit_file", json!({"path": "../x", "old_string": "s", "new_string": "s"})).await;
+  let e = ws
+    .err(
+      "edit_file",
+      json!({"path": "../x", "old_string": "s", "new_string": "s"}),
+    )
+    .await;
   assert_eq!(e.code, "cave_edit_identical");
-  let e = ws.err("edit_file", json!({"path": "a.txt", "old_string": "absent", "new_string": "x"})).await;
+  let e = ws
+    .err(
+      "edit_file",
+      json!({"path": "a.txt", "old_string": "absent", "new_string": "x"}),
+    )
+    .await;
   assert_eq!(e.message, "caveman-code: old_string not found in a.txt");
   assert_eq!(e.code, "cave_edit_not_found");
-  let e = ws.err("edit_file", json!({"path": "a.txt", "old_string": "", "new_string": "x"})).await;
+  let e = ws
+    .err(
+      "edit_file",
+      json!({"path": "a.txt", "old_string": "", "new_string": "x"}),
+    )
+    .await;
   assert_eq!(e.message, "caveman-code: old_string must not be empty");
   assert_eq!(e.code, "cave_edit_empty_old_string");
-  let e = ws.err("edit_file", json!({"path": "nope.txt", "old_string": "a", "new_string": "b"})).await;
+  let e = ws
+    .err(
+      "edit_file",
+      json!({"path": "nope.txt", "old_string": "a", "new_string": "b"}),
+    )
+    .await;
   assert_eq!(e.code, "ENOENT");
-  assert_eq!(e.message, format!("ENOENT: no such file or directory, open '{}'", ws.root().join("nope.txt").display()));
+  assert_eq!(
+    e.message,
+    format!(
+      "ENOENT: no such file or directory, open '{}'",
+      ws.root().join("nope.txt").display()
+    )
+  );
   std::fs::create_dir(ws.path("dir")).unwrap();
-  let e = ws.err("edit_file", json!({"path": "dir", "old_string": "a", "new_string": "b"})).await;
-  assert_eq!((e.code.as_str(), e.message.as_str()), ("EISDIR", "EISDIR: illegal operation on a directory, read"));
+  let e = ws
+    .err(
+      "edit_file",
+      json!({"path": "dir", "old_string": "a", "new_string": "b"}),
+    )
+    .await;
+  assert_eq!(
+    (e.code.as_str(), e.message.as_str()),
+    ("EISDIR", "EISDIR: illegal operation on a directory, read")
+  );
   assert_eq!(ws.read("a.txt"), "hello");
 }
 
@@ -750,12 +1221,19 @@ async fn edit_file_errors() {
 async fn missing_workspace_is_enoent_at_first_use() {
   let dir = tempfile::tempdir().unwrap();
   let gone = dir.path().join("not-yet");
-  let tools = ShellTools::new(ShellToolsConfig::new(&gone)).expect("the workspace need not exist at build time");
-  let e = tools.execute("read_file", &json!({"path": "a"}), CancellationToken::new()).await.unwrap_err();
+  let tools =
+    ShellTools::new(ShellToolsConfig::new(&gone)).expect("the workspace need not exist at build time");
+  let e = tools
+    .execute("read_file", &json!({"path": "a"}), CancellationToken::new())
+    .await
+    .unwrap_err();
   assert_eq!(e.code, "ENOENT");
   // Created later, it is used from then on.
   std::fs::create_dir(&gone).unwrap();
   std::fs::write(gone.join("a"), "x").unwrap();
-  let out = tools.execute("read_file", &json!({"path": "a"}), CancellationToken::new()).await.unwrap();
+  let out = tools
+    .execute("read_file", &json!({"path": "a"}), CancellationToken::new())
+    .await
+    .unwrap();
   assert_eq!(out.text, "1\tx");
 }

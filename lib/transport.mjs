@@ -1,5 +1,6 @@
 // One model call: run a Pi StreamFn, relay its events as pi agent-core message lifecycle events,
 // and hand back the final assistant message. This is the JS half of the kernel's model transport.
+import { zeroUsage } from "./event-stream.mjs";
 
 const DELTA_EVENTS = new Set([
   "text_start",
@@ -23,16 +24,6 @@ function asError(value) {
   return new Error(String(value));
 }
 
-function emptyUsage() {
-  return {
-    input: 0,
-    output: 0,
-    cacheRead: 0,
-    cacheWrite: 0,
-    totalTokens: 0,
-    cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 },
-  };
-}
 
 function abortedMessage(model, partial) {
   const base = partial ?? {
@@ -41,7 +32,7 @@ function abortedMessage(model, partial) {
     api: model?.api,
     provider: model?.provider,
     model: model?.id,
-    usage: emptyUsage(),
+    usage: zeroUsage(),
   };
   return { ...base, stopReason: "aborted", errorMessage: "Request was aborted", timestamp: Date.now() };
 }

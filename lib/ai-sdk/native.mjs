@@ -30,15 +30,5 @@ export async function call(promise) {
   }
 }
 
-/** Forwards an AbortSignal to a native CancelToken; returns [token, dispose]. */
-export function tokenFor(signal) {
-  if (!signal) return [undefined, () => {}];
-  const token = new native.CancelToken();
-  if (signal.aborted) {
-    token.cancel();
-    return [token, () => {}];
-  }
-  const onAbort = () => token.cancel();
-  signal.addEventListener("abort", onAbort, { once: true });
-  return [token, () => signal.removeEventListener("abort", onAbort)];
-}
+/** Forwards an AbortSignal to a native CancelToken (the one helper the whole JS layer uses). */
+export { cancelTokenFor as tokenFor } from "../native.mjs";

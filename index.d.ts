@@ -136,6 +136,8 @@ export interface BindingKernelStats {
   modelWaitNs: number
   toolCalls: number
   toolExecNs: number
+  /** Whether this addon is a debug build (timings from one are not representative). */
+  debugBuild: boolean
 }
 
 export interface BindingReadOptions {

@@ -210,6 +210,11 @@ const median = (xs) => {
 };
 
 async function main() {
+  if (native.kernelStats().debugBuild) {
+    console.error("bench/kernel.mjs: the loaded addon is a debug build; build with `npx napi build --platform --release`");
+    console.error("(or point NAPI_RS_NATIVE_LIBRARY_PATH at a release build)");
+    if (!args.includes("--allow-debug")) process.exit(2);
+  }
   const { root, files } = makeWorkspace();
   const turns = script(files);
   const contestants = {

@@ -519,6 +519,8 @@ pub struct BindingKernelStats {
   pub model_wait_ns: f64,
   pub tool_calls: f64,
   pub tool_exec_ns: f64,
+  /// Whether this addon is a debug build (timings from one are not representative).
+  pub debug_build: bool,
 }
 
 #[napi]
@@ -529,5 +531,6 @@ pub fn kernel_stats() -> BindingKernelStats {
     model_wait_ns: s.model_wait_ns as f64,
     tool_calls: s.tool_calls as f64,
     tool_exec_ns: s.tool_exec_ns as f64,
+    debug_build: cfg!(debug_assertions),
   }
 }

@@ -22,6 +22,9 @@ pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// `grep`: matching lines returned (`GREP_MAX_MATCHES`), also rg's per-file `--max-count`.
 pub const GREP_MAX_MATCHES: usize = 200;
+/// `grep`: scopes of at most this many walk entries are searched on one thread (no walker
+/// threads to start); larger ones are walked in parallel.
+pub const GREP_SEQUENTIAL_WALK_MAX_ENTRIES: usize = 512;
 /// `grep`: the reference runs rg with a 30 s timeout.
 pub const GREP_TIMEOUT_MS: u64 = 30_000;
 /// Default `timeoutMs` of every tool but bash (`READ_TIMEOUT_MS`, `tool()` default).

@@ -19,7 +19,9 @@ use super::args::Args;
 use super::{aborted, blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::{cap_tool_output, CapRequest, Direction};
 use crate::error::ToolError;
-use crate::limits::{GREP_MAX_MATCHES, GREP_TIMEOUT_MS, PROCESS_CAPTURE_MAX_BYTES};
+use crate::limits::{
+  GREP_MAX_MATCHES, GREP_SEQUENTIAL_WALK_MAX_ENTRIES, GREP_TIMEOUT_MS, PROCESS_CAPTURE_MAX_BYTES,
+};
 use crate::search::{display_path, rg_walk, SearchError};
 use crate::text;
 
@@ -193,6 +195,81 @@ impl Sink for FileSink<'_> {
 /// First read per searched file; larger files continue with the searcher's own reads.
 const SEARCH_READ_BYTES: usize = 16 * 1024;
 
+fn new_searcher() -> grep_searcher::Searcher {
+  SearcherBuilder::new()
+    .line_number(true)
+    .binary_detection(BinaryDetection::quit(b'\x00'))
+    .max_matches(Some(GREP_MAX_MATCHES as u64))
+    .build()
+}
+
+/// What one walk entry does: search a file, collect its lines, or note an error.
+struct Visitor<'a> {
+  opts: &'a GrepOptions,
+  matcher: &'a grep_regex::RegexMatcher,
+  single_file: bool,
+  collector: Mutex<Collector>,
+  stop: &'a AtomicBool,
+}
+
+impl Visitor<'_> {
+  fn visit(
+    &self,
+    searcher: &mut grep_searcher::Searcher,
+    entry: Result<ignore::DirEntry, ignore::Error>,
+  ) -> WalkState {
+    if self.stop.load(Ordering::Relaxed) {
+      return WalkState::Quit;
+    }
+    let entry = match entry {
+      Ok(e) => e,
+      Err(err) => {
+        self.error(format!("grep: {err}"));
+        return WalkState::Continue;
+      }
+    };
+    if !entry.file_type().is_some_and(|t| t.is_file()) {
+      return WalkState::Continue;
+    }
+    let display: Arc<str> =
+      Arc::from(display_path(&self.opts.display, &self.opts.scope, entry.path()).as_str());
+    let mut sink = FileSink {
+      path: &display,
+      show_path: !self.single_file,
+      lines: Vec::new(),
+      bytes: 0,
+    };
+    // `search_path` minus one syscall per file: its BOM sniffing first reads 3 bytes from the
+    // file; through a small BufReader that read fetches the whole (typical) file at once.
+    let searched = std::fs::File::open(entry.path()).and_then(|file| {
+      searcher.search_reader(
+        self.matcher,
+        std::io::BufReader::with_capacity(SEARCH_READ_BYTES, file),
+        &mut sink,
+      )
+    });
+    if let Err(err) = searched {
+      self.error(format!("grep: {display}: {err}"));
+    }
+    if !sink.lines.is_empty() {
+      let bytes = sink.bytes;
+      self
+        .collector
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .add(sink.lines, bytes, self.opts.max_lines);
+    }
+    WalkState::Continue
+  }
+
+  fn error(&self, text: String) {
+    let mut c = self.collector.lock().unwrap_or_else(|e| e.into_inner());
+    if c.errors.len() < 20 {
+      c.errors.push(text);
+    }
+  }
+}
+
 /// The search itself: synchronous, bounded by `max_lines`, stoppable through `stop`.
 pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
   let matcher = match RegexMatcherBuilder::new()
@@ -218,66 +295,41 @@ pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
       }
     }
   };
-  let single_file = opts.scope.is_file();
-  let collector = Mutex::new(Collector::default());
+  let visitor = Visitor {
+    opts,
+    matcher: &matcher,
+    single_file: opts.scope.is_file(),
+    collector: Mutex::new(Collector::default()),
+    stop,
+  };
   let max = opts.max_lines;
-  walk.build_parallel().run(|| {
-    let matcher = matcher.clone();
-    let collector = &collector;
-    let mut searcher = SearcherBuilder::new()
-      .line_number(true)
-      .binary_detection(BinaryDetection::quit(b'\x00'))
-      .max_matches(Some(GREP_MAX_MATCHES as u64))
-      .build();
-    Box::new(move |entry| {
-      if stop.load(Ordering::Relaxed) {
-        return WalkState::Quit;
+  // A small scope is walked and searched on this thread: starting the parallel walker's threads
+  // costs more than searching a few hundred files. A larger one is walked again, in parallel.
+  let mut first: Vec<Result<ignore::DirEntry, ignore::Error>> = Vec::new();
+  let mut small = true;
+  for entry in walk.build() {
+    first.push(entry);
+    if first.len() > GREP_SEQUENTIAL_WALK_MAX_ENTRIES {
+      small = false;
+      break;
+    }
+  }
+  if small {
+    let mut searcher = new_searcher();
+    for entry in first {
+      if visitor.visit(&mut searcher, entry) == WalkState::Quit {
+        break;
       }
-      let entry = match entry {
-        Ok(e) => e,
-        Err(err) => {
-          let mut c = collector.lock().unwrap_or_else(|e| e.into_inner());
-          if c.errors.len() < 20 {
-            c.errors.push(format!("grep: {err}"));
-          }
-          return WalkState::Continue;
-        }
-      };
-      if !entry.file_type().is_some_and(|t| t.is_file()) {
-        return WalkState::Continue;
-      }
-      let display: Arc<str> = Arc::from(display_path(&opts.display, &opts.scope, entry.path()).as_str());
-      let mut sink = FileSink {
-        path: &display,
-        show_path: !single_file,
-        lines: Vec::new(),
-        bytes: 0,
-      };
-      // `search_path` minus one syscall per file: its BOM sniffing first reads 3 bytes from the
-      // file; through a small BufReader that read fetches the whole (typical) file at once.
-      let searched = std::fs::File::open(entry.path()).and_then(|file| {
-        searcher.search_reader(
-          &matcher,
-          std::io::BufReader::with_capacity(SEARCH_READ_BYTES, file),
-          &mut sink,
-        )
-      });
-      if let Err(err) = searched {
-        let mut c = collector.lock().unwrap_or_else(|e| e.into_inner());
-        if c.errors.len() < 20 {
-          c.errors.push(format!("grep: {display}: {err}"));
-        }
-      }
-      if !sink.lines.is_empty() {
-        let bytes = sink.bytes;
-        collector
-          .lock()
-          .unwrap_or_else(|e| e.into_inner())
-          .add(sink.lines, bytes, max);
-      }
-      WalkState::Continue
-    })
-  });
+    }
+  } else {
+    drop(first);
+    walk.build_parallel().run(|| {
+      let visitor = &visitor;
+      let mut searcher = new_searcher();
+      Box::new(move |entry| visitor.visit(&mut searcher, entry))
+    });
+  }
+  let collector = visitor.collector;
   let mut c = collector.into_inner().unwrap_or_else(|e| e.into_inner());
   c.shrink(max);
   let mut text = String::new();

@@ -377,3 +377,35 @@ test("array input: text parts reach the model as the user message", async () => 
     { type: "text", text: "b" },
   ]);
 });
+
+test("arguments are converted the way Pi does before validation: numeric strings, booleans, numbers as strings", async () => {
+  const seen = [];
+  const typed = tool({
+    name: "typed",
+    description: "d",
+    input: schema.object({
+      n: schema.integer(),
+      x: schema.number(),
+      flag: schema.boolean(),
+      label: schema.string(),
+      list: schema.array(schema.integer()),
+      nested: schema.object({ k: schema.number() }),
+    }),
+    effect: "read",
+    execute: (args) => (seen.push(args), "ran"),
+  });
+  const policyArgs = [];
+  const def = hostAgent("coercion", [typed]);
+  const { streamFn, calls } = recordingStream([
+    { toolCalls: [call("typed", { n: "20", x: " 1.5 ", flag: "true", label: 7, list: ["1", 2], nested: { k: "3" } })] },
+    { toolCalls: [call("typed", { n: "1.5", x: 1, flag: false, label: "a", list: [], nested: { k: 1 } })] },
+    { text: "ok" },
+  ]);
+  await run(def, "go", { ensureRuntime: false, model: fauxModel(), streamFn, toolPolicy: ({ args }) => void policyArgs.push(args) });
+  assert.deepEqual(seen, [{ n: 20, x: 1.5, flag: true, label: "7", list: [1, 2], nested: { k: 3 } }]);
+  assert.deepEqual(policyArgs, seen, "the policy sees the converted arguments");
+  const [, second] = toolResultsSeen(calls);
+  assert.equal(second.isError, true, '"1.5" is not an integer');
+  assert.match(second.text, /^Validation failed for tool "typed":/);
+  assert.match(second.text, /"n": "1\.5"/, "the error shows the arguments as received");
+});

@@ -14,7 +14,7 @@ use super::budget::{catalog_price, round10, Admission, Denomination, Meter, Pric
 use super::host::{Host, HostToolCall, ModelCall};
 use super::journaling::{error_code, DurableRun, ToolIdentity, ToolPlan};
 use super::receipt::{BreakerEvent, Receipt, ReceiptCall};
-use super::schema::{stable_stringify, validate};
+use super::schema::{coerce, stable_stringify, validate};
 use super::spec::{AgentSpec, OptionError, RunLimits, RunOptionsSpec, ToolRuntime, ToolSpec};
 use crate::durable::canonical::{child_path, sha256_hex as digest_hex};
 use crate::durable::journal::{analyze, Expected, Journal, JournalState, PriorTotals, ResumeState};
@@ -1081,7 +1081,13 @@ impl Level {
         reason: reason.to_string(),
       })
     };
-    // Pi validates the arguments of a declared tool before `beforeToolCall` runs.
+    // Pi converts and validates the arguments of a declared tool before `beforeToolCall` runs;
+    // the policy and the tool get the converted arguments.
+    let converted = self
+      .find_tool(name)
+      .map(|i| coerce(&self.agent.tools[i].input, args));
+    let raw = args;
+    let args = converted.as_ref().unwrap_or(raw);
     if let Some(tool) = self.find_tool(name).map(|i| &self.agent.tools[i]) {
       let problems = validate(&tool.input, args);
       if !problems.is_empty() {
@@ -1093,7 +1099,7 @@ impl Level {
             .map(|p| format!("  - {p}"))
             .collect::<Vec<_>>()
             .join("\n"),
-          serde_json::to_string_pretty(args).unwrap_or_default()
+          serde_json::to_string_pretty(raw).unwrap_or_default()
         );
         return Ok(Verdict::Blocked { reason: text });
       }

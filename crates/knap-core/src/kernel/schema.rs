@@ -271,3 +271,109 @@ mod tests {
     );
   }
 }
+
+/// Pi's argument conversion before validation (`validateToolArguments`): a primitive of the wrong
+/// type becomes the declared one when the conversion is unambiguous — a numeric string becomes a
+/// number (an integer only when integral), `"true"`/`"false"` and `1`/`0` become booleans, a number
+/// or boolean becomes a string — recursively through properties, items and union variants. A
+/// value that already has an allowed type is left alone; anything else is left for validation.
+pub fn coerce(schema: &Value, value: &Value) -> Value {
+  let Some(s) = schema.as_object() else {
+    return value.clone();
+  };
+  let mut v = value.clone();
+  if let Some(Value::Array(all)) = s.get("allOf") {
+    for sub in all {
+      v = coerce(sub, &v);
+    }
+  }
+  for key in ["anyOf", "oneOf"] {
+    if let Some(Value::Array(options)) = s.get(key) {
+      if !options.iter().any(|o| validate(o, &v).is_empty()) {
+        if let Some(c) = options
+          .iter()
+          .map(|o| coerce(o, &v))
+          .find(|c| options.iter().any(|o| validate(o, c).is_empty()))
+        {
+          v = c;
+        }
+      }
+    }
+  }
+  let types: Vec<&str> = match s.get("type") {
+    Some(Value::String(t)) => vec![t.as_str()],
+    Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+    _ => Vec::new(),
+  };
+  if !types.is_empty() && !types.iter().any(|t| matches_type(t, &v)) {
+    if let Some(c) = types.iter().find_map(|t| convert_primitive(t, &v)) {
+      v = c;
+    }
+  }
+  match &mut v {
+    Value::Object(map) => {
+      let props = s.get("properties").and_then(Value::as_object);
+      if let Some(props) = props {
+        for (key, sub) in props {
+          if let Some(field) = map.get_mut(key) {
+            *field = coerce(sub, field);
+          }
+        }
+      }
+      if let Some(extra) = s.get("additionalProperties").filter(|a| a.is_object()) {
+        for (key, field) in map.iter_mut() {
+          if !props.is_some_and(|p| p.contains_key(key)) {
+            *field = coerce(extra, field);
+          }
+        }
+      }
+    }
+    Value::Array(items) => match s.get("items") {
+      Some(Value::Array(positional)) => {
+        for (item, sub) in items.iter_mut().zip(positional) {
+          *item = coerce(sub, item);
+        }
+      }
+      Some(sub @ Value::Object(_)) => {
+        for item in items.iter_mut() {
+          *item = coerce(sub, item);
+        }
+      }
+      _ => {}
+    },
+    _ => {}
+  }
+  v
+}
+
+fn number_value(f: f64) -> Value {
+  if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
+    Value::from(f as i64)
+  } else {
+    serde_json::Number::from_f64(f)
+      .map(Value::Number)
+      .unwrap_or(Value::Null)
+  }
+}
+
+fn convert_primitive(ty: &str, v: &Value) -> Option<Value> {
+  match (ty, v) {
+    ("number" | "integer", Value::String(s)) => {
+      let t = s.trim();
+      let f: f64 = if t.is_empty() {
+        return None;
+      } else {
+        t.parse().ok()?
+      };
+      (f.is_finite() && (ty == "number" || f.fract() == 0.0)).then(|| number_value(f))
+    }
+    ("number" | "integer", Value::Bool(b)) => Some(Value::from(*b as i64)),
+    ("boolean", Value::String(s)) if s == "true" || s == "false" => Some(Value::Bool(s == "true")),
+    ("boolean", Value::Number(n)) if n.as_f64() == Some(1.0) || n.as_f64() == Some(0.0) => {
+      Some(Value::Bool(n.as_f64() == Some(1.0)))
+    }
+    ("string", Value::Number(n)) => Some(Value::String(n.to_string())),
+    ("string", Value::Bool(b)) => Some(Value::String(b.to_string())),
+    _ => None,
+  }
+}

@@ -289,7 +289,7 @@ async fn call_caps_and_unknown_tools() {
 #[tokio::test]
 async fn arguments_are_validated_before_the_policy() {
   let log = Arc::new(Mutex::new(Vec::new()));
-  let mut host = FakeHost::new(vec![turn("", &[("lookup", json!({"q": 5}))]), turn("ok", &[])]);
+  let mut host = FakeHost::new(vec![turn("", &[("lookup", json!({"q": [5]}))]), turn("ok", &[])]);
   host.policy = Some(Arc::new(DenyWrites(log.clone())));
   let host = Arc::new(host);
   go(

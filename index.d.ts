@@ -104,6 +104,12 @@ export declare class NativeShellTools {
 }
 
 /**
+ * Awaits a policy's Promise answer (resolving to the encoded decision) with the timeout
+ * (`TOOL_POLICY_TIMEOUT_MS` unless `timeoutMs`), then judges it.
+ */
+export declare function awaitPolicyAnswer(answer: Promise<string>, timeoutMs?: number | undefined | null): Promise<BindingDecision>
+
+/**
  * `decideToolCall`'s outcome: `allow`, `deny` (with `reason`), or `error` (with `code` and,
  * for `cave_tool_policy_failed`, the `cause` message).
  */
@@ -204,11 +210,15 @@ export interface BindingToolSpec {
   inputJson: string
 }
 
-/** Evaluates a policy once. `timeoutMs` defaults to `TOOL_POLICY_TIMEOUT_MS`. */
-export declare function decideToolCallNative(policy: JsPolicyFn, inputJson: string, timeoutMs?: number | undefined | null): Promise<BindingDecision>
-
 /** `(inputJson: string) => string | Promise<string>` */
 export type JsPolicyFn = ((arg: string) => Promise<string> | string)
+
+/**
+ * Judges a policy's synchronous answer (encoded as for the threadsafe path) at once, with no
+ * thread hop: `decideToolCall` calls the policy on the JS thread, as the reference does, and
+ * only a Promise answer goes on to `awaitPolicyAnswer` and its timeout.
+ */
+export declare function judgePolicyAnswer(encoded: string): BindingDecision
 
 export declare function kernelStats(): BindingKernelStats
 

@@ -40,7 +40,7 @@ export function rethrowNative(error) {
   throw error;
 }
 
-function encodeDecision(value) {
+export function encodeDecision(value) {
   if (value === undefined) return "u";
   try {
     const json = JSON.stringify(value);

@@ -1,5 +1,5 @@
 // The six workspace tools and the tool-policy evaluator, as plain JS objects over the Rust engine.
-import { native, codedError, abortError, cancelTokenFor, rethrowNative, wrapPolicy, deepFreeze } from "./native.mjs";
+import { native, codedError, abortError, cancelTokenFor, rethrowNative, encodeDecision, deepFreeze } from "./native.mjs";
 
 export const TOOL_POLICY_TIMEOUT_MS = native.TOOL_POLICY_TIMEOUT_MS;
 
@@ -89,24 +89,39 @@ export function shellTools(options) {
  */
 export async function decideToolCall(policy, input) {
   if (typeof policy !== "function") throw codedError("cave_tool_policy_failed", "cave_tool_policy_failed", new TypeError("toolPolicy must be a function"));
-  let thrown;
-  let hasThrown = false;
-  const wrapped = wrapPolicy(policy, (error) => {
-    thrown = error;
-    hasThrown = true;
-  });
-  let inputJson;
+  const failed = (cause) => codedError("cave_tool_policy_failed", "cave_tool_policy_failed", cause);
+  // As the reference does, the policy is called on this thread with a frozen copy of the input;
+  // its answer is judged in Rust (a Promise answer there under the 10,000 ms timeout).
+  let answer;
   try {
-    inputJson = JSON.stringify(input);
+    answer = policy(Object.freeze({ ...input }));
   } catch (error) {
-    throw codedError("cave_tool_policy_failed", "cave_tool_policy_failed", error);
+    throw failed(error);
   }
-  const decision = await native.decideToolCallNative(wrapped, inputJson, decideToolCall.timeoutMs);
+  let decision;
+  if (answer !== null && (typeof answer === "object" || typeof answer === "function") && typeof answer.then === "function") {
+    let rejection;
+    let rejected = false;
+    const settled = Promise.resolve(answer).then(encodeDecision, (error) => {
+      rejected = true;
+      rejection = error;
+      throw error instanceof Error ? error : new Error(String(error));
+    });
+    // napi holds only the promise's reactions; keep it referenced until it settles, so a
+    // never-settling policy waits for the timeout instead of being collected.
+    pendingAnswers.add(settled);
+    const forget = () => pendingAnswers.delete(settled);
+    settled.then(forget, forget);
+    decision = await native.awaitPolicyAnswer(settled, decideToolCall.timeoutMs);
+    if (decision.code === "cave_tool_policy_failed") {
+      throw failed(rejected ? rejection : codedError(decision.cause ?? "cave_tool_policy_timeout"));
+    }
+  } else {
+    decision = native.judgePolicyAnswer(encodeDecision(answer));
+  }
   if (decision.outcome === "allow") return undefined;
   if (decision.outcome === "deny") return { block: true, reason: decision.reason };
-  if (decision.code === "cave_tool_policy_failed") {
-    const cause = hasThrown ? thrown : codedError(decision.cause ?? "cave_tool_policy_timeout");
-    throw codedError(decision.code, decision.code, cause);
-  }
   throw codedError(decision.code);
 }
+
+const pendingAnswers = new Set();

@@ -19,20 +19,15 @@ use napi_derive::napi;
 pub type JsPolicyFn =
   ThreadsafeFunction<String, Either<Promise<String>, String>, String, Status, false, true>;
 
-/// A policy over a JS function. Enveloped policies share a run's dispatcher and are sent
-/// `{"k":"policy","input":…}` instead of the bare input.
+/// The run's `toolPolicy` over the run's dispatcher (a weak threadsafe function): it is sent
+/// `{"k":"policy","input":…}`.
 pub struct JsPolicy {
   f: Arc<JsPolicyFn>,
-  enveloped: bool,
 }
 
 impl JsPolicy {
-  pub fn bare(f: Arc<JsPolicyFn>) -> Self {
-    Self { f, enveloped: false }
-  }
-
   pub fn enveloped(f: Arc<JsPolicyFn>) -> Self {
-    Self { f, enveloped: true }
+    Self { f }
   }
 }
 
@@ -51,11 +46,7 @@ impl ToolPolicy for JsPolicy {
   fn evaluate(&self, input: &PolicyInput) -> BoxFuture<std::result::Result<PolicyAnswer, String>> {
     let f = self.f.clone();
     let input = serde_json::to_value(input).unwrap_or_default();
-    let json = if self.enveloped {
-      serde_json::json!({"k": "policy", "input": input}).to_string()
-    } else {
-      input.to_string()
-    };
+    let json = serde_json::json!({"k": "policy", "input": input}).to_string();
     Box::pin(async move {
       let raw = match f.call_async_catch(json).await {
         Err(e) => return Err(e.reason.clone()),
@@ -77,28 +68,10 @@ pub struct BindingDecision {
   pub cause: Option<String>,
 }
 
-/// Evaluates a policy once. `timeoutMs` defaults to `TOOL_POLICY_TIMEOUT_MS`.
-#[napi]
-pub async fn decide_tool_call_native(
-  policy: Arc<JsPolicyFn>,
-  input_json: String,
-  timeout_ms: Option<u32>,
+fn to_binding(
+  decision: std::result::Result<Option<knap_core::policy::Denial>, knap_core::policy::PolicyError>,
 ) -> BindingDecision {
-  let input: PolicyInput = match parse_input(&input_json) {
-    Ok(i) => i,
-    Err(message) => {
-      return BindingDecision {
-        outcome: "error".into(),
-        reason: None,
-        code: Some("cave_tool_policy_input_invalid".into()),
-        cause: Some(message),
-      }
-    }
-  };
-  let timeout = timeout_ms
-    .map(|ms| Duration::from_millis(ms as u64))
-    .unwrap_or_else(knap_core::policy::default_timeout);
-  match decide_tool_call(&JsPolicy::bare(policy), &input, timeout).await {
+  match decision {
     Ok(None) => BindingDecision {
       outcome: "allow".into(),
       reason: None,
@@ -120,24 +93,45 @@ pub async fn decide_tool_call_native(
   }
 }
 
-fn parse_input(json: &str) -> std::result::Result<PolicyInput, String> {
-  let v: serde_json::Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
-  let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_string();
-  Ok(PolicyInput {
-    run_id: s("runId"),
-    agent_id: s("agentId"),
-    agent_path: v
-      .get("agentPath")
-      .and_then(|p| p.as_array())
-      .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
-      .unwrap_or_default(),
-    tool_call_id: s("toolCallId"),
-    parent_tool_call_id: v
-      .get("parentToolCallId")
-      .and_then(|x| x.as_str())
-      .map(str::to_string),
-    name: s("name"),
-    effect: s("effect"),
-    args: v.get("args").cloned().unwrap_or(serde_json::Value::Null),
-  })
+/// Judges a policy's synchronous answer (encoded as for the threadsafe path) at once, with no
+/// thread hop: `decideToolCall` calls the policy on the JS thread, as the reference does, and
+/// only a Promise answer goes on to `awaitPolicyAnswer` and its timeout.
+#[napi]
+pub fn judge_policy_answer(encoded: String) -> BindingDecision {
+  to_binding(knap_core::policy::judge(&decode_answer(&encoded)))
+}
+
+/// A policy that has already answered with a Promise: awaited here under the policy timeout.
+struct Answered(std::sync::Mutex<Option<Promise<String>>>);
+
+impl ToolPolicy for Answered {
+  fn evaluate(&self, _: &PolicyInput) -> BoxFuture<std::result::Result<PolicyAnswer, String>> {
+    let promise = self.0.lock().ok().and_then(|mut p| p.take());
+    Box::pin(async move {
+      match promise {
+        Some(p) => p.await.map(|s| decode_answer(&s)).map_err(|e| e.reason.clone()),
+        None => Err("the policy answer was already consumed".to_string()),
+      }
+    })
+  }
+}
+
+/// Awaits a policy's Promise answer (resolving to the encoded decision) with the timeout
+/// (`TOOL_POLICY_TIMEOUT_MS` unless `timeoutMs`), then judges it.
+#[napi]
+pub async fn await_policy_answer(answer: Promise<String>, timeout_ms: Option<u32>) -> BindingDecision {
+  let timeout = timeout_ms
+    .map(|ms| Duration::from_millis(ms as u64))
+    .unwrap_or_else(knap_core::policy::default_timeout);
+  let input = PolicyInput {
+    run_id: String::new(),
+    agent_id: String::new(),
+    agent_path: Vec::new(),
+    tool_call_id: String::new(),
+    parent_tool_call_id: None,
+    name: String::new(),
+    effect: String::new(),
+    args: serde_json::Value::Null,
+  };
+  to_binding(decide_tool_call(&Answered(std::sync::Mutex::new(Some(answer))), &input, timeout).await)
 }

@@ -185,18 +185,26 @@ pub fn validate_event(e: &Value) -> Result<(), DurableError> {
   Ok(())
 }
 
-/// Parses and validates journal lines (the torn tail was already dropped by the store).
-pub fn parse_lines(lines: &[String]) -> Result<Vec<Value>, DurableError> {
+/// The journal's event, line and byte limits, as read.
+fn check_journal_limits(lines: &[String]) -> Result<(), DurableError> {
   if lines.len() > DURABLE_MAX_JOURNAL_EVENTS {
     return Err(corrupt("journal event limit exceeded"));
   }
   let mut total = 0usize;
-  let mut events = Vec::with_capacity(lines.len());
   for line in lines {
     total += line.len() + 1;
     if line.len() > DURABLE_MAX_EVENT_BYTES || total > DURABLE_MAX_JOURNAL_BYTES {
       return Err(corrupt("journal byte limit exceeded"));
     }
+  }
+  Ok(())
+}
+
+/// Parses and validates journal lines (the torn tail was already dropped by the store).
+pub fn parse_lines(lines: &[String]) -> Result<Vec<Value>, DurableError> {
+  check_journal_limits(lines)?;
+  let mut events = Vec::with_capacity(lines.len());
+  for line in lines {
     let e: Value = serde_json::from_str(line).map_err(|_| corrupt("unparseable journal line"))?;
     validate_event(&e)?;
     events.push(e);
@@ -276,16 +284,9 @@ impl<'a> Parsed<'a> {
 
 /// `parse_lines` for `analyze`: the same checks and codes, without building `Value`s.
 fn parse_lines_lazy(lines: &[String]) -> Result<Vec<Parsed<'_>>, DurableError> {
-  if lines.len() > DURABLE_MAX_JOURNAL_EVENTS {
-    return Err(corrupt("journal event limit exceeded"));
-  }
-  let mut total = 0usize;
+  check_journal_limits(lines)?;
   let mut events = Vec::with_capacity(lines.len());
   for line in lines {
-    total += line.len() + 1;
-    if line.len() > DURABLE_MAX_EVENT_BYTES || total > DURABLE_MAX_JOURNAL_BYTES {
-      return Err(corrupt("journal byte limit exceeded"));
-    }
     let fields = if line.trim_start().starts_with('{') {
       serde_json::from_str::<LazyObject>(line)
         .map_err(|_| corrupt("unparseable journal line"))?

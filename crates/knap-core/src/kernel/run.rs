@@ -974,8 +974,14 @@ impl Level {
                   child: None,
                 }
               }),
-              Some((ToolPlan::Fresh(identity), d)) => {
-                ctx.durable_key = Some((identity.idempotency_key.clone(), false));
+              Some((plan @ (ToolPlan::Fresh(_) | ToolPlan::Redrive(_)), d)) => {
+                // A fresh call journals its intent; a re-driven one settles the recorded intent.
+                let (identity, fresh) = match plan {
+                  ToolPlan::Fresh(identity) => (identity, true),
+                  ToolPlan::Redrive(identity) => (identity, false),
+                  _ => unreachable!("matched Fresh or Redrive"),
+                };
+                ctx.durable_key = Some((identity.idempotency_key.clone(), !fresh));
                 Box::pin(execute_journaled(
                   ctx,
                   tool,
@@ -983,19 +989,7 @@ impl Level {
                   identity,
                   wallet.clone(),
                   d,
-                  true,
-                ))
-              }
-              Some((ToolPlan::Redrive(identity), d)) => {
-                ctx.durable_key = Some((identity.idempotency_key.clone(), true));
-                Box::pin(execute_journaled(
-                  ctx,
-                  tool,
-                  args.clone(),
-                  identity,
-                  wallet.clone(),
-                  d,
-                  false,
+                  fresh,
                 ))
               }
             }

@@ -13,11 +13,11 @@ import { createHash } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import readline from "node:readline";
 import { fileURLToPath } from "node:url";
 
 import { run, stream, DiskDurableStore, CavemanRunError } from "../lib/index.mjs";
 import { countSide, journalEvents, readSide, scenarioAgent, scenarioOptions } from "./fixtures/durable-scenario.mjs";
+import { startProcess } from "./fixtures/processes.mjs";
 
 const CHILD = fileURLToPath(new URL("./fixtures/durable-child.mjs", import.meta.url));
 const WATCHDOG = { timeout: 120_000 };
@@ -29,47 +29,8 @@ function workspace(t) {
   return { dir, root: path.join(dir, "durable"), sideFile: path.join(dir, "side.jsonl") };
 }
 
-/** Starts the child; `until(pred)` resolves with the first message matching `pred`. */
-function startChild(config) {
-  const child = spawn(process.execPath, [CHILD, JSON.stringify(config)], { stdio: ["ignore", "pipe", "pipe"] });
-  const messages = [];
-  const waiters = new Set();
-  let stderr = "";
-  child.stderr.on("data", (d) => (stderr += d));
-  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  const check = () => {
-    for (const w of waiters) {
-      const hit = messages.find(w.pred);
-      if (hit) {
-        waiters.delete(w);
-        w.resolve(hit);
-      }
-    }
-  };
-  readline.createInterface({ input: child.stdout }).on("line", (line) => {
-    messages.push(JSON.parse(line));
-    check();
-  });
-  return {
-    child,
-    messages,
-    exited,
-    until(pred) {
-      return new Promise((resolve, reject) => {
-        const w = { pred, resolve };
-        waiters.add(w);
-        check();
-        exited.then(() =>
-          // Let the last lines drain before giving up.
-          setImmediate(() => {
-            check();
-            if (waiters.delete(w)) reject(new Error(`child exited without the expected message; got ${JSON.stringify(messages).slice(0, 2000)}\n${stderr}`));
-          }),
-        );
-      });
-    },
-  };
-}
+/** Starts the crash child; `until(pred)` resolves with the first message matching `pred`. */
+const startChild = (config) => startProcess(CHILD, config);
 
 /** Runs a child to its barrier, then SIGKILLs it. Returns the barrier message. */
 async function crashAt(config) {

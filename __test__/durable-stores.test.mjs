@@ -12,12 +12,12 @@ import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import readline from "node:readline";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
 
 import { run, DiskDurableStore, SqlDurableStore } from "../lib/index.mjs";
 import { countSide, readSide, scenarioAgent, scenarioOptions } from "./fixtures/durable-scenario.mjs";
+import { startProcess } from "./fixtures/processes.mjs";
 
 const require = createRequire(import.meta.url);
 const WORKER = fileURLToPath(new URL("./fixtures/durable-worker.mjs", import.meta.url));
@@ -367,44 +367,6 @@ test("SqlDurableStore: postgres placeholders are $1..$n, sqlite's are ?", async 
 // ---------------------------------------------------------------------------------------------
 // Scale-out on PostgreSQL.
 
-/** Starts a worker or crash child; resolves messages by predicate. */
-function startProcess(script, config, stdin = "ignore") {
-  const child = spawn(process.execPath, [script, JSON.stringify(config)], { stdio: [stdin, "pipe", "pipe"] });
-  const messages = [];
-  const waiters = new Set();
-  let stderr = "";
-  child.stderr.on("data", (d) => (stderr += d));
-  const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-  const check = () => {
-    for (const w of waiters) {
-      const hit = messages.find(w.pred);
-      if (hit) {
-        waiters.delete(w);
-        w.resolve(hit);
-      }
-    }
-  };
-  readline.createInterface({ input: child.stdout }).on("line", (line) => {
-    messages.push(JSON.parse(line));
-    check();
-  });
-  return {
-    child,
-    exited,
-    until: (pred) =>
-      new Promise((resolve, reject) => {
-        const w = { pred, resolve };
-        waiters.add(w);
-        check();
-        exited.then(() =>
-          setImmediate(() => {
-            check();
-            if (waiters.delete(w)) reject(new Error(`process exited early: ${JSON.stringify(messages).slice(0, 2000)}\n${stderr}`));
-          }),
-        );
-      }),
-  };
-}
 
 test("postgres scale-out: three worker processes race over a set of runs; each run is driven by exactly one worker, none twice", WATCHDOG, async (t) => {
   if (!POSTGRES_URL) return t.skip(POSTGRES_SKIP);

@@ -16,14 +16,8 @@ import {
   getModelContextLength,
   resetModelRegistryCache,
 } from "knap/ai-sdk";
-import { call, runTool, runTools, scripted, tempWorkspace, usage, withClock } from "./ai-sdk-helpers.mjs";
+import { call, runTool, runTools, scripted, tempWorkspace, usage, withClock, setup } from "./ai-sdk-helpers.mjs";
 
-async function setup(files, config) {
-  const ws = tempWorkspace(files);
-  const sandbox = createLocalSandbox({ workingDirectory: ws.dir });
-  const result = await createAgentTools(sandbox, config);
-  return { ws, sandbox, ...result };
-}
 
 // --------------------------------------------------------------------------------------- cache
 

@@ -15,14 +15,8 @@ import {
   createWebFetchTool,
   createWebSearchTool,
 } from "knap/ai-sdk";
-import { call, runTool, runTools, scripted, tempWorkspace, usage } from "./ai-sdk-helpers.mjs";
+import { call, runTool, runTools, scripted, tempWorkspace, usage, setup } from "./ai-sdk-helpers.mjs";
 
-async function setup(files, config) {
-  const ws = tempWorkspace(files);
-  const sandbox = createLocalSandbox({ workingDirectory: ws.dir });
-  const result = await createAgentTools(sandbox, config);
-  return { ws, sandbox, ...result };
-}
 
 // --------------------------------------------------------------------------------------- Patch
 

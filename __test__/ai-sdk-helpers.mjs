@@ -6,6 +6,7 @@ import { join, dirname, resolve } from "node:path";
 import { execFile } from "node:child_process";
 import { generateText, streamText, stepCountIs, simulateReadableStream } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
+import { createLocalSandbox, createAgentTools } from "knap/ai-sdk";
 
 export const usage = (i = 10, o = 5) => ({
   inputTokens: { total: i, noCache: i, cacheRead: undefined, cacheWrite: undefined },
@@ -160,4 +161,12 @@ export async function withClock(start, fn) {
   } finally {
     Date.now = real;
   }
+}
+
+/** A temp workspace with `files`, knap's local sandbox on it, and `createAgentTools(sandbox, config)`. */
+export async function setup(files, config) {
+  const ws = tempWorkspace(files);
+  const sandbox = createLocalSandbox({ workingDirectory: ws.dir });
+  const result = await createAgentTools(sandbox, config);
+  return { ws, sandbox, ...result };
 }

@@ -6,14 +6,8 @@ import { existsSync, readFileSync, writeFileSync, utimesSync, symlinkSync, mkdir
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
 import { createLocalSandbox, createAgentTools } from "knap/ai-sdk";
-import { call, runTool, runTools, runStream, tempWorkspace, nodeSandbox } from "./ai-sdk-helpers.mjs";
+import { call, runTool, runTools, runStream, tempWorkspace, nodeSandbox, setup } from "./ai-sdk-helpers.mjs";
 
-async function setup(files, config) {
-  const ws = tempWorkspace(files);
-  const sandbox = createLocalSandbox({ workingDirectory: ws.dir });
-  const { tools } = await createAgentTools(sandbox, config);
-  return { ws, sandbox, tools };
-}
 
 test("the default tool set: six tools in bashkit's order, bashkit's input schemas reach the model", async () => {
   const { ws, tools } = await setup({});

@@ -188,6 +188,15 @@ export interface BindingStat {
 }
 
 /**
+ * `agentStaticContextDiagnostics`: bytes of the system prompt plus the tool schemas a model is
+ * sent, without calling one.
+ */
+export interface BindingStaticContext {
+  staticContextBytes: number
+  availableToolCount: number
+}
+
+/**
  * A settled tool call: `text` (and `label` for `onOutput`) on success, else `code` and
  * `message` for the JS `Error`.
  */
@@ -221,6 +230,8 @@ export type JsPolicyFn = ((arg: string) => Promise<string> | string)
 export declare function judgePolicyAnswer(encoded: string): BindingDecision
 
 export declare function kernelStats(): BindingKernelStats
+
+export declare function staticContextDiagnostics(agentJson: string): BindingStaticContext
 
 /** `TOOL_POLICY_TIMEOUT_MS` of the reference: 10,000 ms. */
 export declare const TOOL_POLICY_TIMEOUT_MS: number

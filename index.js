@@ -843,4 +843,5 @@ module.exports.NativeShellTools = nativeBinding.NativeShellTools
 module.exports.awaitPolicyAnswer = nativeBinding.awaitPolicyAnswer
 module.exports.judgePolicyAnswer = nativeBinding.judgePolicyAnswer
 module.exports.kernelStats = nativeBinding.kernelStats
+module.exports.staticContextDiagnostics = nativeBinding.staticContextDiagnostics
 module.exports.TOOL_POLICY_TIMEOUT_MS = nativeBinding.TOOL_POLICY_TIMEOUT_MS

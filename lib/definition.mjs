@@ -206,3 +206,43 @@ export function subagent(options) {
     },
   });
 }
+
+const MEMORY_NAMESPACE = /^[a-z0-9][a-z0-9_-]{0,95}$/;
+const MEMORY_TTL = /^([1-9][0-9]*)(m|h|d)$/;
+const TTL_UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+function coded(code, detail) {
+  const error = new Error(`${code}: ${detail}`);
+  error.code = code;
+  return error;
+}
+
+/** `"30d"` → milliseconds (`m`, `h`, `d` units). */
+export function memoryTTLMilliseconds(ttl) {
+  const m = typeof ttl === "string" ? MEMORY_TTL.exec(ttl) : null;
+  if (!m) throw coded("cave_memory_ttl_invalid", `memory ttl must match ${MEMORY_TTL} (got ${JSON.stringify(ttl)})`);
+  return Number(m[1]) * TTL_UNIT_MS[m[2]];
+}
+
+/**
+ * A local memory declaration, validated as the reference validates it. knap's kernel does not
+ * run the memory engine yet: a definition may carry it, runs ignore it.
+ */
+export function memory(options = {}) {
+  const { namespace, provenance = "local", ttl = "30d", recallBudget = 800, consent = "local_only", ambient = {} } = options;
+  if (typeof namespace !== "string" || !MEMORY_NAMESPACE.test(namespace)) fail(`invalid memory namespace ${JSON.stringify(namespace)}`);
+  if (provenance !== "local") throw coded("cave_memory_provenance_unsupported", `memory provenance ${JSON.stringify(provenance)} is not supported; use "local"`);
+  if (consent !== "local_only") throw coded("cave_memory_consent_unsupported", `memory consent ${JSON.stringify(consent)} is not supported; use "local_only"`);
+  memoryTTLMilliseconds(ttl);
+  return Object.freeze({ kind: "memory", namespace, provenance, ttl, recallBudget, consent, ambient: Object.freeze({ ...ambient }) });
+}
+
+/** The memory engine's entry points exist so imports resolve; calling them says what is missing. */
+function memoryEngineUnsupported(name) {
+  return () => {
+    throw coded("cave_memory_engine_unsupported", `${name}: knap does not implement the memory engine yet`);
+  };
+}
+export const createMemoryEngine = memoryEngineUnsupported("createMemoryEngine");
+export const createInMemoryMemoryStorage = memoryEngineUnsupported("createInMemoryMemoryStorage");
+export const createFileMemoryAdapter = memoryEngineUnsupported("createFileMemoryAdapter");

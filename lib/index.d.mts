@@ -54,6 +54,8 @@ export interface ToolDefinition<TInput = any, TResult = unknown> {
 
 export declare function shellTools(options: ShellToolsOptions): ToolDefinition<any, string>[];
 export declare function localExecutionBackend(): ExecutionBackend;
+/** Validated as the reference does; knap's shell tools refuse non-local backends (`cave_execution_backend_unsupported`). */
+export declare function httpExecutionBackend(options: { url: string; token: string; fetch?: typeof fetch }): ExecutionBackend;
 export declare const NATIVE_TOOL: unique symbol;
 
 export interface ToolCallPolicyInput {
@@ -146,7 +148,7 @@ export interface AgentDefinition {
   readonly contexts: readonly ContextDefinition[];
   readonly sandbox: SandboxMode;
   readonly sandboxDeclared: boolean;
-  readonly memory?: unknown;
+  readonly memory?: MemoryDefinition;
   readonly output?: OutputDefinition;
 }
 export declare function agent(options: {
@@ -156,7 +158,7 @@ export declare function agent(options: {
   reasoning?: "off" | "minimal" | "low" | "medium" | "high";
   tools?: ToolDefinition[];
   contexts?: ContextDefinition[];
-  memory?: unknown;
+  memory?: MemoryDefinition;
   output?: OutputDefinition;
   sandbox?: SandboxMode;
 }): AgentDefinition;
@@ -172,6 +174,36 @@ export declare function subagent(options: {
   maxTokens?: number;
   maxContextTokens?: number;
 }): ToolDefinition<{ task: string }, string>;
+
+export interface MemoryDefinition {
+  readonly kind: "memory";
+  readonly namespace: string;
+  readonly provenance: "local";
+  readonly ttl: string;
+  readonly recallBudget: number;
+  readonly consent: "local_only";
+  readonly ambient: Readonly<Record<string, unknown>>;
+}
+/** Validated like the reference's; knap's runs do not use memory yet. */
+export declare function memory(options: { namespace: string; provenance?: "local"; ttl?: string; recallBudget?: number; consent?: "local_only"; ambient?: Record<string, unknown> }): MemoryDefinition;
+export declare function memoryTTLMilliseconds(ttl: string): number;
+/** Not implemented in knap: throw `cave_memory_engine_unsupported`. */
+export declare function createMemoryEngine(...args: unknown[]): never;
+export declare function createInMemoryMemoryStorage(...args: unknown[]): never;
+export declare function createFileMemoryAdapter(...args: unknown[]): never;
+
+export interface AgentStaticContextDiagnostics {
+  staticContextBytes: number;
+  availableToolCount: number;
+  basis: "inferred";
+}
+export declare function agentStaticContextDiagnostics(definition: AgentDefinition, options?: { rootDir?: string }): AgentStaticContextDiagnostics;
+
+export interface Conversation {
+  readonly sessionId: string;
+  snapshot(): { messages: Message[] };
+}
+export declare function createConversation(): Conversation;
 
 // ---------- runs ----------
 
@@ -228,6 +260,7 @@ export interface RunOptions {
   streamFn?: StreamFn;
   entryPath?: string;
   signal?: AbortSignal;
+  conversation?: Conversation;
 }
 
 export type RunStopReason =

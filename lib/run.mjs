@@ -4,11 +4,12 @@
 import fs from "node:fs";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { native, wrapPolicy } from "./native.mjs";
+import { native, wrapPolicy, codedError } from "./native.mjs";
 import { NATIVE_TOOL } from "./shell-tools.mjs";
 import { resolveModelCall } from "./models.mjs";
 import { callModel } from "./transport.mjs";
 import { storeRef, jsStoreDispatcher } from "./durable.mjs";
+import { claimConversation } from "./conversation.mjs";
 
 const INTERNAL_OPTIONS = ["buildIdentity", "efficiencyPlan", "lockedBuild", "candidatePlan", "caveRoute", "invocationTrace"];
 const announcedHost = new Set();
@@ -106,24 +107,10 @@ async function buildGraph(definition, options, rootDir, registry, isRoot, sandbo
     } else {
       runtime = { kind: "host", key: registry.tools.push(tool) - 1 };
     }
-    tools.push({
-      name: tool.name,
-      description: tool.description,
-      input: tool.input,
-      effect: tool.effect,
-      timeoutMs: tool.timeoutMs,
-      result: typeof tool.result === "string" ? tool.result : "auto",
-      allowRepeat: Boolean(tool.allowRepeat),
-      output: tool.output,
-      runtime,
-    });
+    tools.push(toolSpec(tool, runtime));
   }
-  const out = definition.output;
   return {
-    id: definition.id,
-    instructions: readInstructions(definition.instructions, rootDir),
-    contexts: (definition.contexts ?? []).map((c) => ({ id: c.id, text: contextText(c, rootDir) })),
-    output: out ? { maxTokens: out.maxTokens, schema: out.schema === undefined ? undefined : JSON.parse(JSON.stringify(out.schema)) } : undefined,
+    ...promptSpec(definition, rootDir),
     model: {
       key: modelKey,
       provider: String(modelCall.model?.provider ?? "unknown"),
@@ -135,6 +122,47 @@ async function buildGraph(definition, options, rootDir, registry, isRoot, sandbo
     reasoning: definition.reasoning,
     tools,
   };
+}
+
+/** A tool as the kernel sees it. */
+function toolSpec(tool, runtime) {
+  return {
+    name: tool.name,
+    description: tool.description,
+    input: tool.input,
+    effect: tool.effect,
+    timeoutMs: tool.timeoutMs,
+    result: typeof tool.result === "string" ? tool.result : "auto",
+    allowRepeat: Boolean(tool.allowRepeat),
+    output: tool.output,
+    runtime,
+  };
+}
+
+/** What the system prompt is made of: instructions, contexts, the output contract. */
+function promptSpec(definition, rootDir) {
+  const out = definition.output;
+  return {
+    id: definition.id,
+    instructions: readInstructions(definition.instructions, rootDir),
+    contexts: (definition.contexts ?? []).map((c) => ({ id: c.id, text: contextText(c, rootDir) })),
+    output: out ? { maxTokens: out.maxTokens, schema: out.schema === undefined ? undefined : JSON.parse(JSON.stringify(out.schema)) } : undefined,
+  };
+}
+
+/**
+ * `agentStaticContextDiagnostics(definition)`: the bytes of the system prompt plus the tool
+ * schemas a model is sent (assembled by the kernel, as for a run), without calling a model.
+ */
+export function agentStaticContextDiagnostics(definition, options = {}) {
+  const spec = {
+    ...promptSpec(definition, options.rootDir ?? process.cwd()),
+    model: { key: 0, provider: "", id: "" },
+    sandbox: definition.sandbox,
+    tools: definition.tools.map((tool) => toolSpec(tool, { kind: "host", key: 0 })),
+  };
+  const d = native.staticContextDiagnostics(JSON.stringify(spec));
+  return { staticContextBytes: d.staticContextBytes, availableToolCount: d.availableToolCount, basis: "inferred" };
 }
 
 function serializeToolResult(name, value) {
@@ -219,12 +247,29 @@ async function* runEvents(definition, content, options, quiet, input) {
   const toolAborts = new Map();
   const policy = typeof options.toolPolicy === "function" ? wrapPolicy(options.toolPolicy) : undefined;
   const durable = options.durable;
+  if (options.conversation !== undefined && durable !== undefined && durable !== null) {
+    throw codedError(
+      "cave_durable_conversation_unsupported",
+      "cave_durable_conversation_unsupported: knap does not bind a Conversation to a durable run yet",
+    );
+  }
+  // The conversation's transcript goes ahead of the prompt; the run's messages are committed
+  // to it when the run ends.
+  const claim = options.conversation === undefined ? undefined : claimConversation(options.conversation);
+  const sessionId = options.sessionId ?? options.conversation?.sessionId ?? `${definition.id}-${runId}`;
+  let rootLast;
+  const commitConversation = (result) => {
+    if (!claim) return;
+    const mirror = conversations.get(1)?.messages;
+    if (result && mirror) claim.finish(result.stopReason === "complete" && rootLast ? [...mirror, rootLast] : mirror);
+    else claim.finish();
+  };
   let durableSpec;
   let storeDispatch;
   if (durable !== undefined && durable !== null) {
     const ref = storeRef(durable.store, rootDir);
     if (ref.kind === "js") storeDispatch = jsStoreDispatcher(durable.store);
-    durableSpec = { store: ref, input: typeof input === "string" ? input : content, sessionId: options.sessionId ?? `${definition.id}-${runId}` };
+    durableSpec = { store: ref, input: typeof input === "string" ? input : content, sessionId };
   }
 
   let keepAlive;
@@ -292,13 +337,14 @@ async function* runEvents(definition, content, options, quiet, input) {
     }
     for (const m of msg.append) conv.messages.push(m);
     const { model, streamFn } = registry.models[msg.modelKey];
-    const callOptions = { signal: runAbort.signal, sessionId: options.sessionId ?? `${definition.id}-${runId}` };
+    const callOptions = { signal: runAbort.signal, sessionId };
     if (msg.maxTokens != null) callOptions.maxTokens = msg.maxTokens;
     if (msg.reasoning && msg.reasoning !== "off") callOptions.reasoning = msg.reasoning;
     if (options.cacheRetention !== undefined) callOptions.cacheRetention = options.cacheRetention;
     const context = { systemPrompt: conv.systemPrompt, messages: conv.messages.slice(), tools: conv.tools };
     const onEvent = !quiet && msg.conversation === 1 ? (event) => push({ type: "pi", runId, event }) : undefined;
     const message = await callModel({ model, context, options: callOptions, streamFn, onEvent });
+    if (msg.conversation === 1) rootLast = message;
     return JSON.stringify(message);
   };
 
@@ -338,6 +384,7 @@ async function* runEvents(definition, content, options, quiet, input) {
     hasPolicy: Boolean(policy),
     quiet,
     input: content,
+    history: claim?.history ?? [],
     durable: durableSpec,
   };
 
@@ -352,6 +399,7 @@ async function* runEvents(definition, content, options, quiet, input) {
     options.signal?.removeEventListener("abort", onAbort);
     yield { type: "run_start", runId, agentId: definition.id };
     const message = setupError instanceof Error ? setupError.message : String(setupError);
+    commitConversation();
     yield { type: "run_error", runId, code: errorCode(message), message, receipt: emptyReceipt(runId, definition.id) };
     return;
   }
@@ -392,7 +440,10 @@ async function* runEvents(definition, content, options, quiet, input) {
           yield { type: "run_error", runId, code: event.code ?? errorCode(message), message, receipt: event.receipt };
           return;
         }
-        if (event.type === "run_end") completed = true;
+        if (event.type === "run_end") {
+          completed = true;
+          commitConversation(event.result);
+        }
         yield event;
         if (completed) return;
       }
@@ -412,6 +463,7 @@ async function* runEvents(definition, content, options, quiet, input) {
       });
     }
   } finally {
+    commitConversation();
     options.signal?.removeEventListener("abort", onAbort);
     if (!completed && !finished) {
       // The consumer stopped early (`.return()`): cancel provider, tool and subagent work.

@@ -6,6 +6,28 @@ export const TOOL_POLICY_TIMEOUT_MS = native.TOOL_POLICY_TIMEOUT_MS;
 /** Marks tool objects built by `shellTools()` so the Rust kernel can dispatch them natively. */
 export const NATIVE_TOOL = Symbol.for("knap.nativeTool");
 
+/**
+ * `httpExecutionBackend({ url, token, fetch? })`, validated as the reference does. knap's shell
+ * tools run on the local backend only, so `shellTools()` refuses it with
+ * `cave_execution_backend_unsupported`.
+ */
+export function httpExecutionBackend(options = {}) {
+  const { url, token } = options;
+  if (typeof url !== "string" || url === "") throw codedError("cave_execution_backend_http_url_required");
+  if (typeof token !== "string" || token === "") throw codedError("cave_execution_backend_http_token_required");
+  let parsed;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw codedError("cave_execution_backend_http_url_required");
+  }
+  const loopback = ["localhost", "127.0.0.1", "[::1]", "::1"].includes(parsed.hostname);
+  if (parsed.protocol !== "https:" && !(parsed.protocol === "http:" && loopback)) {
+    throw codedError("cave_execution_backend_http_insecure_url");
+  }
+  return Object.freeze({ id: "http", url: parsed.href.replace(/\/$/, ""), token, fetch: options.fetch });
+}
+
 /** The local execution backend (the only one this version runs). */
 export function localExecutionBackend() {
   return Object.freeze({ id: "local" });

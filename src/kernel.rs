@@ -534,3 +534,23 @@ pub fn kernel_stats() -> BindingKernelStats {
     debug_build: cfg!(debug_assertions),
   }
 }
+
+/// `agentStaticContextDiagnostics`: bytes of the system prompt plus the tool schemas a model is
+/// sent, without calling one.
+#[napi(object)]
+pub struct BindingStaticContext {
+  pub static_context_bytes: u32,
+  pub available_tool_count: u32,
+}
+
+#[napi]
+pub fn static_context_diagnostics(agent_json: String) -> napi::Result<BindingStaticContext> {
+  let agent: AgentSpec = serde_json::from_str(&agent_json)
+    .map_err(|e| napi::Error::from_reason(format!("cave_agent_definition_invalid: {e}")))?;
+  let prompt = knap_core::kernel::system_prompt(&agent);
+  let tools = Value::Array(knap_core::kernel::tool_schemas(&agent)).to_string();
+  Ok(BindingStaticContext {
+    static_context_bytes: (prompt.len() + tools.len()) as u32,
+    available_tool_count: agent.tools.len() as u32,
+  })
+}

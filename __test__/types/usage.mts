@@ -35,3 +35,12 @@ export async function main(): Promise<void> {
   try { await run(parent, "go"); } catch (error) { if (error instanceof CavemanRunError) console.log(error.code, error.receipt.calls.length); }
   console.log(SqlDurableStore.schema("sqlite"));
 }
+
+import { createConversation, memory, agentStaticContextDiagnostics, httpExecutionBackend } from "knap";
+export function more(): void {
+  const conversation = createConversation();
+  const withMemory = agent({ id: "m", instructions: "i", model: auto(), memory: memory({ namespace: "notes" }) });
+  const d = agentStaticContextDiagnostics(withMemory);
+  console.log(conversation.sessionId, d.staticContextBytes, httpExecutionBackend({ url: "https://x", token: "t" }).id);
+  void run(withMemory, "go", { conversation });
+}

@@ -12,7 +12,9 @@ pub mod spec;
 pub mod stats;
 
 pub use journaling::error_code;
-pub use run::{definition_sha256, run_agent, DurableSetup, Prepared, RunFailure};
+pub use run::{
+  definition_sha256, run_agent, system_prompt, tool_schemas, DurableSetup, Prepared, RunFailure,
+};
 
 #[cfg(test)]
 mod tests;

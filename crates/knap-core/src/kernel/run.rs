@@ -207,6 +207,7 @@ pub async fn run_agent(
     meter,
     true,
   );
+  level.seed(&options.history);
   let mut outcome = match resume {
     Some(state) => match level.restore(&state).await {
       Ok(()) => level.run(options.input.clone(), started).await,
@@ -470,6 +471,8 @@ struct Level {
   turn_signatures: VecDeque<String>,
   subagent_calls: HashMap<String, u32>,
   last_assistant: Option<Value>,
+  /// The user's prompt is in the transcript already (a resumed durable run).
+  prompted: bool,
   /// Durable path: `""` at the root, `<tool>:<sha256(callId)>` segments below.
   path: String,
   /// Root of a durable run: messages not yet journaled in a `turn` event.
@@ -519,6 +522,7 @@ impl Level {
       subagent_calls: HashMap::new(),
       last_assistant: None,
       path,
+      prompted: false,
       unjournaled: Vec::new(),
       resume: None,
     }
@@ -526,6 +530,17 @@ impl Level {
 
   fn durable(&self) -> Option<Arc<DurableRun>> {
     self.shared.durable.clone()
+  }
+
+  /// A conversation's earlier messages, sent ahead of this run's prompt.
+  fn seed(&mut self, history: &[Value]) {
+    for m in history {
+      if self.meter.is_some() {
+        self.context_bytes += m.to_string().len();
+      }
+      self.message_count += 1;
+      self.pending.push(m.clone());
+    }
   }
 
   /// A resumed attempt: settled spend preloaded, counters and the transcript restored.
@@ -557,6 +572,8 @@ impl Level {
     }
     self.resume = Some((resume, p.clone()));
     if state.has_completed_turn {
+      // The journal already holds the prompt: the loop re-enters after the last complete turn.
+      self.prompted = true;
       for m in &state.messages {
         if self.meter.is_some() {
           self.context_bytes += m.to_string().len();
@@ -624,33 +641,11 @@ impl Level {
   }
 
   fn system_prompt(&self) -> String {
-    let mut parts = vec![self.agent.instructions.clone()];
-    for c in &self.agent.contexts {
-      parts.push(format!(
-        "<cave-context id=\"{}\">\n{}\n</cave-context>",
-        c.id, c.text
-      ));
-    }
-    if let Some(out) = &self.agent.output {
-      parts.push(match &out.schema {
-        Some(schema) => format!(
-          "<cave-output max_tokens={}>Return exactly one JSON document matching this JSON Schema and no other prose:\n{}</cave-output>",
-          out.max_tokens,
-          stable_stringify(schema)
-        ),
-        None => format!("<cave-output max_tokens={}>Return output matching declared schema when present.</cave-output>", out.max_tokens),
-      });
-    }
-    parts.join("\n\n")
+    system_prompt(&self.agent)
   }
 
   fn tool_schemas(&self) -> Vec<Value> {
-    self
-      .agent
-      .tools
-      .iter()
-      .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.input}))
-      .collect()
+    tool_schemas(&self.agent)
   }
 
   /// Boxed so a subagent's child run (which recurses through `execute`) has a nameable, `Send` type.
@@ -687,7 +682,7 @@ impl Level {
     // Pi opens the first turn before the prompt's message events.
     self.emit_pi(json!({"type": "turn_start"}));
     self.turn_open = true;
-    if self.pending.is_empty() {
+    if !self.prompted {
       let user = json!({"role": "user", "content": input, "timestamp": now_ms()});
       if self.pi_on() {
         self.emit_pi(json!({"type": "message_start", "message": user}));
@@ -1604,4 +1599,35 @@ fn settle_text(tool: &ToolSpec, text: String) -> Executed {
     is_error: false,
     child: None,
   }
+}
+
+/// The system prompt: instructions, contexts and the output contract, joined as the reference does.
+pub fn system_prompt(agent: &AgentSpec) -> String {
+  let mut parts = vec![agent.instructions.clone()];
+  for c in &agent.contexts {
+    parts.push(format!(
+      "<cave-context id=\"{}\">\n{}\n</cave-context>",
+      c.id, c.text
+    ));
+  }
+  if let Some(out) = &agent.output {
+    parts.push(match &out.schema {
+      Some(schema) => format!(
+        "<cave-output max_tokens={}>Return exactly one JSON document matching this JSON Schema and no other prose:\n{}</cave-output>",
+        out.max_tokens,
+        stable_stringify(schema)
+      ),
+      None => format!("<cave-output max_tokens={}>Return output matching declared schema when present.</cave-output>", out.max_tokens),
+    });
+  }
+  parts.join("\n\n")
+}
+
+/// The tool list the model sees.
+pub fn tool_schemas(agent: &AgentSpec) -> Vec<Value> {
+  agent
+    .tools
+    .iter()
+    .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.input}))
+    .collect()
 }

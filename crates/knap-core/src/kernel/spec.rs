@@ -142,6 +142,9 @@ pub struct RunOptionsSpec {
   pub quiet: bool,
   /// The user message's content parts (`[{type:"text",text}]`, images).
   pub input: Value,
+  /// A `Conversation`'s earlier messages: the transcript this run continues.
+  #[serde(default)]
+  pub history: Vec<Value>,
 }
 
 /// An option error: thrown as a plain `Error` before the run starts.

@@ -19,7 +19,7 @@ import path from "node:path";
 import { execFileSync } from "node:child_process";
 import { run, DiskDurableStore } from "../lib/index.mjs";
 import { agent, auto, schema, tool } from "../lib/index.mjs";
-import { AssistantMessageEventStream } from "../lib/event-stream.mjs";
+import { messageStream } from "../lib/event-stream.mjs";
 import { fauxModel } from "../lib/testing.mjs";
 
 const argv = process.argv.slice(2);
@@ -150,20 +150,7 @@ function turnModel(turns, hooks = {}, perTurn = 1) {
       stopReason: turn < turns ? "toolUse" : "stop",
       timestamp: 1_764_700_000_000,
     };
-    const stream = new AssistantMessageEventStream();
-    const hold = hooks.onCall?.(turn);
-    Promise.resolve(hold).then(() => {
-      if (options?.signal?.aborted) {
-        const aborted = { ...message, content: [], stopReason: "aborted" };
-        stream.push({ type: "error", reason: "aborted", error: aborted });
-        stream.end(aborted);
-        return;
-      }
-      stream.push({ type: "start", partial: { ...message, content: [], stopReason: "pending" } });
-      stream.push({ type: "done", reason: message.stopReason, message });
-      stream.end(message);
-    });
-    return stream;
+    return messageStream(message, options?.signal, hooks.onCall?.(turn));
   };
 }
 

@@ -55,6 +55,27 @@ export class AssistantMessageEventStream {
   }
 }
 
+/**
+ * The stream of a message that is complete up front (scripted models): once `ready` settles,
+ * `start` (a pending partial) then `done`; or, when `signal` has aborted by then, one `error`
+ * with the message marked aborted.
+ */
+export function messageStream(message, signal, ready = Promise.resolve()) {
+  const stream = new AssistantMessageEventStream();
+  Promise.resolve(ready).then(() => {
+    if (signal?.aborted) {
+      const aborted = { ...message, content: [], stopReason: "aborted", errorMessage: "Request was aborted" };
+      stream.push({ type: "error", reason: "aborted", error: aborted });
+      stream.end(aborted);
+      return;
+    }
+    stream.push({ type: "start", partial: { ...message, content: [], stopReason: "pending" } });
+    stream.push({ type: "done", reason: message.stopReason, message });
+    stream.end(message);
+  });
+  return stream;
+}
+
 export function createAssistantMessageEventStream() {
   return new AssistantMessageEventStream();
 }

@@ -4,7 +4,7 @@
 //
 // Neither function needs `@mariozechner/pi-ai`: the model object mirrors what pi-ai's faux
 // provider returns from `getModel()`, and the stream is knap's own pi-compatible event stream.
-import { AssistantMessageEventStream } from "./event-stream.mjs";
+import { messageStream } from "./event-stream.mjs";
 
 /** The id pi-ai's faux provider gives its default model. */
 export const FAUX_DEFAULT_MODEL_ID = "faux-1";
@@ -95,18 +95,6 @@ export function scriptedStream(turns) {
       stopReason: toolCalls.length > 0 ? "toolUse" : "stop",
       timestamp: Date.now(),
     };
-    const stream = new AssistantMessageEventStream();
-    queueMicrotask(() => {
-      if (options?.signal?.aborted) {
-        const aborted = { ...message, content: [], stopReason: "aborted", errorMessage: "Request was aborted" };
-        stream.push({ type: "error", reason: "aborted", error: aborted });
-        stream.end(aborted);
-        return;
-      }
-      stream.push({ type: "start", partial: { ...message, content: [], stopReason: "pending" } });
-      stream.push({ type: "done", reason: message.stopReason, message });
-      stream.end(message);
-    });
-    return stream;
+    return messageStream(message, options?.signal);
   };
 }

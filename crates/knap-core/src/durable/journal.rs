@@ -167,18 +167,23 @@ pub fn validate_event(e: &Value) -> Result<(), DurableError> {
   if !obj.get("at").and_then(Value::as_str).is_some_and(valid_timestamp) {
     return Err(corrupt("malformed event timestamp"));
   }
+  check_keys(kind, |k| obj.contains_key(k), obj.keys().map(String::as_str))
+}
+
+/// An event's exact key set: the type must be known, every required key present, no other key.
+fn check_keys<'k>(
+  kind: &str,
+  has: impl Fn(&str) -> bool,
+  mut keys: impl Iterator<Item = &'k str>,
+) -> Result<(), DurableError> {
   let Some((required, optional)) = key_sets(kind) else {
     return Err(DurableError::new(
       "cave_durable_journal_event_unknown",
       format!("cave_durable_journal_event_unknown: {kind}"),
     ));
   };
-  let keys_ok = required.iter().all(|k| obj.contains_key(*k))
-    && obj.keys().all(|k| {
-      matches!(k.as_str(), "v" | "at" | "type")
-        || required.contains(&k.as_str())
-        || optional.contains(&k.as_str())
-    });
+  let keys_ok = required.iter().all(|k| has(k))
+    && keys.all(|k| matches!(k, "v" | "at" | "type") || required.contains(&k) || optional.contains(&k));
   if !keys_ok {
     return Err(corrupt(format!("malformed {kind} fields")));
   }
@@ -263,22 +268,11 @@ impl<'a> Parsed<'a> {
     if !self.str("at").is_some_and(|at| valid_timestamp(&at)) {
       return Err(corrupt("malformed event timestamp"));
     }
-    let Some((required, optional)) = key_sets(&kind) else {
-      return Err(DurableError::new(
-        "cave_durable_journal_event_unknown",
-        format!("cave_durable_journal_event_unknown: {kind}"),
-      ));
-    };
-    let keys_ok = required.iter().all(|k| self.raw(k).is_some())
-      && self.fields.iter().all(|(k, _)| {
-        matches!(k.as_ref(), "v" | "at" | "type")
-          || required.contains(&k.as_ref())
-          || optional.contains(&k.as_ref())
-      });
-    if !keys_ok {
-      return Err(corrupt(format!("malformed {kind} fields")));
-    }
-    Ok(())
+    check_keys(
+      &kind,
+      |k| self.raw(k).is_some(),
+      self.fields.iter().map(|(k, _)| k.as_ref()),
+    )
   }
 }
 

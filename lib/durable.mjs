@@ -3,7 +3,7 @@
 // any object with `load`/`append`/`acquire`/`close` (and optionally `list`) works too.
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { native, codedError } from "./native.mjs";
+import { native, codedError, call } from "./native.mjs";
 
 const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const TABLE = /^[a-z_][a-z0-9_]{0,54}$/;
@@ -12,19 +12,6 @@ const DEFAULT_LEASE_TTL_MS = 30_000;
 const MIN_LEASE_TTL_MS = 3_000;
 const APPEND_RETRIES = 12;
 
-function fromNative(error) {
-  const message = error?.message ?? String(error);
-  const code = /^(cave_[a-z0-9_]+)/.exec(message)?.[1] ?? "cave_durable_store_failed";
-  return codedError(code, message);
-}
-
-async function call(promise) {
-  try {
-    return await promise;
-  } catch (error) {
-    throw fromNative(error);
-  }
-}
 
 /** The embedded default: `<root>/<runId>-<sha256(runId)[..10]>/journal.jsonl`, fsynced appends. */
 export class DiskDurableStore {

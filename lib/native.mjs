@@ -92,3 +92,22 @@ export function deepFreeze(value) {
   }
   return value;
 }
+
+/**
+ * Async native exports reject with `knap:<code>:<message>` (napi's async errors carry no custom
+ * code); this turns that back into an Error with `.code`.
+ */
+export function decodeNativeError(error) {
+  const m = typeof error?.message === "string" ? /^knap:([^:]*):([\s\S]*)$/.exec(error.message) : null;
+  if (!m) return error;
+  return codedError(m[1], m[2]);
+}
+
+/** Awaits a native promise, decoding its rejection. */
+export async function call(promise) {
+  try {
+    return await promise;
+  } catch (error) {
+    throw decodeNativeError(error);
+  }
+}

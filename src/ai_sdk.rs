@@ -15,19 +15,12 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::{coded_error, CancelToken, ErrorCode};
+use crate::{async_error, coded_error, CancelToken, ErrorCode};
 
 type Result<T> = std::result::Result<T, napi::Error<ErrorCode>>;
-/// Async methods reject with a plain `napi::Error` whose message is `knap:<code>:<message>`
-/// (napi's async errors cannot carry a custom code); `lib/ai-sdk/native.mjs` decodes it.
-
+/// Async methods reject through `async_error` (`knap:<code>:<message>`).
 fn to_async<T>(r: Result<T>) -> napi::Result<T> {
-  r.map_err(|e| {
-    napi::Error::new(
-      napi::Status::GenericFailure,
-      format!("knap:{}:{}", e.status.0, e.reason),
-    )
-  })
+  r.map_err(|e| async_error(&e.status.0, &e.reason))
 }
 
 #[napi(object)]

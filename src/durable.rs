@@ -7,10 +7,10 @@ use knap_core::durable::store::{DiskStore, DurableStore};
 use knap_core::durable::DurableError;
 use napi_derive::napi;
 
-/// Async exports reject with a plain error; its message starts with the `cave_durable_*` code,
-/// which the JS wrapper copies to `error.code`.
+use crate::async_error;
+
 fn js_error(e: DurableError) -> napi::Error {
-  napi::Error::from_reason(e.message)
+  async_error(&e.code, &e.message)
 }
 
 #[napi]

@@ -31,3 +31,9 @@ impl AsRef<str> for ErrorCode {
 pub(crate) fn coded_error(err: knap_core::ToolError) -> napi::Error<ErrorCode> {
   napi::Error::new(ErrorCode(err.code), err.message)
 }
+
+/// Async exports cannot reject with a custom `code`: they reject with `knap:<code>:<message>`,
+/// which `lib/native.mjs` (`call`) turns back into an `Error` with `.code`.
+pub(crate) fn async_error(code: &str, message: &str) -> napi::Error {
+  napi::Error::new(napi::Status::GenericFailure, format!("knap:{code}:{message}"))
+}

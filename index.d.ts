@@ -39,7 +39,7 @@ export declare class NativeRun {
    * Runs the agent described by `agentJson` with `optionsJson`. `dispatch` receives JSON
    * messages `{k: "event" | "model" | "tool" | "abortTool" | "policy" | "output", …}`.
    */
-  start(agentJson: string, optionsJson: string, dispatch: JsPolicyFn): Promise<BindingRunOutcome>
+  start(agentJson: string, optionsJson: string, dispatch: JsDispatchFn): Promise<BindingRunOutcome>
   /**
    * `start`, but the kernel future is polled on this (the JS) thread: a model turn or a JS tool
    * answered by `reply()` resumes the kernel right there, with no hand-off to a runtime worker
@@ -48,7 +48,7 @@ export declare class NativeRun {
    * `null`; `reply()` and `pump()` return it the same way. The caller keeps the event loop alive
    * while a run is pending.
    */
-  startLocal(agentJson: string, optionsJson: string, dispatch: JsPolicyFn): BindingRunOutcome | null
+  startLocal(agentJson: string, optionsJson: string, dispatch: JsDispatchFn): BindingRunOutcome | null
   /** Polls a `startLocal` run after a `{k:"pump"}` dispatch. */
   pump(): BindingRunOutcome | null
 }
@@ -219,8 +219,12 @@ export interface BindingToolSpec {
   inputJson: string
 }
 
-/** `(inputJson: string) => string | Promise<string>` */
-export type JsPolicyFn = ((arg: string) => Promise<string> | string)
+/**
+ * A run's dispatcher, `(messageJson: string) => string | Promise<string>`: the one weak
+ * threadsafe function through which the kernel reaches JS (events, model turns, JS tools, the
+ * policy, JS stores), so everything arrives in the order Rust sent it.
+ */
+export type JsDispatchFn = ((arg: string) => Promise<string> | string)
 
 /**
  * Judges a policy's synchronous answer (encoded as for the threadsafe path) at once, with no

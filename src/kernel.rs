@@ -20,7 +20,7 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::policy::{JsPolicy, JsPolicyFn};
+use crate::policy::{JsDispatchFn, JsPolicy};
 use crate::shell_tools::toolset_by_id;
 
 /// How a run ended: `phase` is `"options"` (invalid options: throw a plain Error before the
@@ -35,7 +35,7 @@ pub struct BindingRunOutcome {
 }
 
 struct JsHost {
-  dispatch: Arc<JsPolicyFn>,
+  dispatch: Arc<JsDispatchFn>,
   policy: Option<Arc<dyn ToolPolicy>>,
   /// Model turns and JS tools answer through `NativeRun.reply` rather than a returned Promise:
   /// one thread hop each way instead of three (call, returned Promise, its settlement).
@@ -170,7 +170,7 @@ enum BindingStoreRef {
 
 /// A JS `DurableStore` as a core store: `{k:"store", op, runId, data?}` through the dispatcher.
 struct JsStore {
-  dispatch: Arc<JsPolicyFn>,
+  dispatch: Arc<JsDispatchFn>,
 }
 
 impl JsStore {
@@ -260,7 +260,7 @@ struct LocalWake {
   again: AtomicBool,
   /// A `{k:"pump"}` dispatch is queued and not yet answered.
   scheduled: AtomicBool,
-  dispatch: Mutex<Option<Arc<JsPolicyFn>>>,
+  dispatch: Mutex<Option<Arc<JsDispatchFn>>>,
 }
 
 impl Default for LocalWake {
@@ -364,7 +364,7 @@ impl NativeRun {
     &self,
     agent_json: String,
     options_json: String,
-    dispatch: Arc<JsPolicyFn>,
+    dispatch: Arc<JsDispatchFn>,
   ) -> BindingRunOutcome {
     run_outcome(
       agent_json,
@@ -387,7 +387,7 @@ impl NativeRun {
     &self,
     agent_json: String,
     options_json: String,
-    dispatch: Arc<JsPolicyFn>,
+    dispatch: Arc<JsDispatchFn>,
   ) -> Option<BindingRunOutcome> {
     let future = run_outcome(
       agent_json,
@@ -415,7 +415,7 @@ impl NativeRun {
 async fn run_outcome(
   agent_json: String,
   options_json: String,
-  dispatch: Arc<JsPolicyFn>,
+  dispatch: Arc<JsDispatchFn>,
   cancel: CancellationToken,
   replies: Arc<Replies>,
 ) -> BindingRunOutcome {

@@ -14,19 +14,21 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 
-/// `(inputJson: string) => string | Promise<string>`
+/// A run's dispatcher, `(messageJson: string) => string | Promise<string>`: the one weak
+/// threadsafe function through which the kernel reaches JS (events, model turns, JS tools, the
+/// policy, JS stores), so everything arrives in the order Rust sent it.
 #[napi]
-pub type JsPolicyFn =
+pub type JsDispatchFn =
   ThreadsafeFunction<String, Either<Promise<String>, String>, String, Status, false, true>;
 
 /// The run's `toolPolicy` over the run's dispatcher (a weak threadsafe function): it is sent
 /// `{"k":"policy","input":…}`.
 pub struct JsPolicy {
-  f: Arc<JsPolicyFn>,
+  f: Arc<JsDispatchFn>,
 }
 
 impl JsPolicy {
-  pub fn enveloped(f: Arc<JsPolicyFn>) -> Self {
+  pub fn enveloped(f: Arc<JsDispatchFn>) -> Self {
     Self { f }
   }
 }

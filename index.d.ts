@@ -219,6 +219,9 @@ export interface BindingToolSpec {
   inputJson: string
 }
 
+/** The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS. */
+export declare const DURABLE_MAX_JOURNAL_BYTES: number
+
 /**
  * A run's dispatcher, `(messageJson: string) => string | Promise<string>`: the one weak
  * threadsafe function through which the kernel reaches JS (events, model turns, JS tools, the

@@ -841,6 +841,7 @@ module.exports.NativeRun = nativeBinding.NativeRun
 module.exports.NativeSandbox = nativeBinding.NativeSandbox
 module.exports.NativeShellTools = nativeBinding.NativeShellTools
 module.exports.awaitPolicyAnswer = nativeBinding.awaitPolicyAnswer
+module.exports.DURABLE_MAX_JOURNAL_BYTES = nativeBinding.DURABLE_MAX_JOURNAL_BYTES
 module.exports.judgePolicyAnswer = nativeBinding.judgePolicyAnswer
 module.exports.kernelStats = nativeBinding.kernelStats
 module.exports.staticContextDiagnostics = nativeBinding.staticContextDiagnostics

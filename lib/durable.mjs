@@ -7,7 +7,8 @@ import { native, codedError, call } from "./native.mjs";
 
 const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const TABLE = /^[a-z_][a-z0-9_]{0,54}$/;
-const MAX_JOURNAL_BYTES = 256 * 1024 * 1024;
+// The one journal byte limit (256 MiB) lives in knap-core's limits.rs.
+const MAX_JOURNAL_BYTES = native.DURABLE_MAX_JOURNAL_BYTES;
 const DEFAULT_LEASE_TTL_MS = 30_000;
 const MIN_LEASE_TTL_MS = 3_000;
 const APPEND_RETRIES = 12;

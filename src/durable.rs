@@ -13,6 +13,10 @@ fn js_error(e: DurableError) -> napi::Error {
   async_error(&e.code, &e.message)
 }
 
+/// The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS.
+#[napi]
+pub const DURABLE_MAX_JOURNAL_BYTES: u32 = knap_core::limits::DURABLE_MAX_JOURNAL_BYTES as u32;
+
 #[napi]
 pub struct NativeDiskStore {
   inner: Arc<DiskStore>,

@@ -219,6 +219,60 @@ export interface BindingToolSpec {
   inputJson: string
 }
 
+export declare function catalogContextWindow(provider: string, id: string): number | null
+
+/** USD per million tokens. */
+export interface CatalogCost {
+  input: number
+  output: number
+  cacheRead: number
+  cacheWrite: number
+}
+
+/** The USD of pi usage counts for `provider/id`, or `undefined` when unpriced. */
+export declare function catalogCostUsd(provider: string, id: string, usage: CatalogUsage): number | null
+
+export declare function catalogModel(provider: string, id: string): CatalogModel | null
+
+/** A catalog entry, shaped as a Pi `Model`. */
+export interface CatalogModel {
+  id: string
+  name: string
+  api: string
+  provider: string
+  baseUrl: string
+  reasoning: boolean
+  input: Array<string>
+  cost: CatalogCost
+  contextWindow: number
+  maxTokens: number
+  headers?: Record<string, string>
+  compat?: any
+  thinkingLevelMap?: any
+}
+
+/** Every model (optionally of one provider), sorted by `provider/id`. */
+export declare function catalogModels(provider?: string | undefined | null): Array<CatalogModel>
+
+/** Up to `limit` (default 3) `provider/id` keys near `reference`, closest first. */
+export declare function catalogNearest(reference: string, limit?: number | undefined | null): Array<string>
+
+/** The list price of `provider/id`, or `undefined` when unknown or unpriced. */
+export declare function catalogPrice(provider: string, id: string): CatalogCost | null
+
+export declare function catalogProviders(): Array<string>
+
+/** The catalog's origin (pi-ai's version). */
+export declare function catalogSource(): string
+
+/** Pi usage counts; a missing count is 0. */
+export interface CatalogUsage {
+  input?: number
+  output?: number
+  cacheRead?: number
+  cacheWrite?: number
+}
+
 /** The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS. */
 export declare const DURABLE_MAX_JOURNAL_BYTES: number
 
@@ -238,7 +292,34 @@ export declare function judgePolicyAnswer(encoded: string): BindingDecision
 
 export declare function kernelStats(): BindingKernelStats
 
+/** Three-tier model-id matching: the index of the candidate `model` resolves to, or `undefined`. */
+export declare function matchModelId(model: string, candidates: Array<string>): number | null
+
 export declare function staticContextDiagnostics(agentJson: string): BindingStaticContext
+
+/** The USD of one AI SDK step. */
+export declare function stepCostUsd(usage: StepUsageInput, pricing: TokenPricingInput): number
+
+/**
+ * The counts of an AI SDK step's usage: ai@6's `inputTokenDetails` flattened, or ai@5's
+ * `cachedInputTokens`.
+ */
+export interface StepUsageInput {
+  inputTokens?: number
+  outputTokens?: number
+  noCacheTokens?: number
+  cacheReadTokens?: number
+  cacheWriteTokens?: number
+  cachedInputTokens?: number
+}
+
+/** USD per token (`createBudgetTracker`'s `modelPricing`, OpenRouter's prices). */
+export interface TokenPricingInput {
+  inputPerToken: number
+  outputPerToken: number
+  cacheReadPerToken?: number
+  cacheWritePerToken?: number
+}
 
 /** `TOOL_POLICY_TIMEOUT_MS` of the reference: 10,000 ms. */
 export declare const TOOL_POLICY_TIMEOUT_MS: number

@@ -1,19 +1,26 @@
-// The bundled price catalog (lib/catalog/prices.json, generated from pi-ai's model catalog by
-// scripts/gen-prices.mjs). The Rust kernel embeds the same file; this is the JS view of it.
-import { readFileSync } from "node:fs";
+// The model catalog of knap's core (crates/knap-core/catalog/models.json, generated from pi-ai's
+// catalog by scripts/gen-catalog.mjs), read through the binding: the Rust kernel's budgets and
+// these helpers price from the same table.
+import { native } from "./native.mjs";
 
 let catalog;
 
-/** `{ version: 1, source, models: { "<provider>/<id>": { input, output, cacheRead, cacheWrite } } }` (USD per 1M tokens). */
+/** `{ version: 1, source, models: { "<provider>/<id>": { input, output, cacheRead, cacheWrite } } }` (USD per 1M tokens, priced models only). */
 export function priceCatalog() {
-  catalog ??= JSON.parse(readFileSync(new URL("./catalog/prices.json", import.meta.url), "utf8"));
+  if (!catalog) {
+    const models = {};
+    for (const m of native.catalogModels()) {
+      const price = native.catalogPrice(m.provider, m.id);
+      if (price) models[`${m.provider}/${m.id}`] = price;
+    }
+    catalog = { version: 1, source: native.catalogSource(), models };
+  }
   return catalog;
 }
 
 /** The list prices of `provider/id`, or `undefined` when the model is unpriced. */
 export function priceOf(provider, id) {
-  const row = priceCatalog().models[`${provider}/${id}`];
-  return row ? { ...row } : undefined;
+  return native.catalogPrice(String(provider), String(id)) ?? undefined;
 }
 
 /**
@@ -21,14 +28,38 @@ export function priceOf(provider, id) {
  * reports it), or `undefined` for an unpriced model. Reasoning tokens are billed inside `output`.
  */
 export function estimateCostUsd(provider, id, usage) {
-  const row = priceOf(provider, id);
-  if (!row) return undefined;
-  const n = (value) => (typeof value === "number" && Number.isFinite(value) ? value : 0);
+  const n = (value) => (typeof value === "number" && Number.isFinite(value) ? value : undefined);
   return (
-    (row.input * n(usage?.input) +
-      row.output * n(usage?.output) +
-      row.cacheRead * n(usage?.cacheRead) +
-      row.cacheWrite * n(usage?.cacheWrite)) /
-    1_000_000
+    native.catalogCostUsd(String(provider), String(id), {
+      input: n(usage?.input),
+      output: n(usage?.output),
+      cacheRead: n(usage?.cacheRead),
+      cacheWrite: n(usage?.cacheWrite),
+    }) ?? undefined
   );
+}
+
+/** The catalog's Pi `Model` for `provider/id` (a fresh object), or `undefined`. */
+export function catalogModel(provider, id) {
+  return native.catalogModel(String(provider), String(id)) ?? undefined;
+}
+
+/** Every catalog model (of one provider when given), as Pi `Model` objects. */
+export function catalogModels(provider) {
+  return native.catalogModels(provider === undefined ? undefined : String(provider));
+}
+
+/** The providers of the catalog, sorted. */
+export function catalogProviders() {
+  return native.catalogProviders();
+}
+
+/** The context window of `provider/id` in tokens, or `undefined`. */
+export function contextWindowOf(provider, id) {
+  return native.catalogContextWindow(String(provider), String(id)) ?? undefined;
+}
+
+/** Up to `limit` (default 3) catalog `provider/id` keys close to `reference`, for "did you mean". */
+export function nearestModels(reference, limit = 3) {
+  return native.catalogNearest(String(reference), limit);
 }

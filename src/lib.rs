@@ -2,12 +2,14 @@
 //! logic lives here; see `crates/knap-core`.
 
 mod ai_sdk;
+mod catalog;
 mod durable;
 mod kernel;
 mod policy;
 mod shell_tools;
 
 pub use ai_sdk::*;
+pub use catalog::*;
 pub use durable::*;
 pub use kernel::*;
 pub use policy::*;

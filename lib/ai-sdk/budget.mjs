@@ -1,8 +1,9 @@
 // Budget tracking: a cost per step from the step's token usage and the model's prices, summed
 // until `maxUsd`. Prices come from `modelPricing` (highest priority), else OpenRouter's models
 // endpoint (fetched once, kept 24 h), else, when that endpoint cannot be reached, the price
-// catalog bundled with knap (so a budget works offline; bashkit's fails without the network).
-import { readFileSync } from "node:fs";
+// catalog of knap's core (so a budget works offline; bashkit's fails without the network).
+// Model-id matching and the cost of a step are the core's (knap_core::catalog), through the binding.
+import { native } from "../native.mjs";
 
 export const OPENROUTER_MODELS_URL = "https://openrouter.ai/api/v1/models";
 export const OPENROUTER_CACHE_TTL_MS = 24 * 60 * 60 * 1000;
@@ -38,23 +39,24 @@ export function parseModels(json) {
 }
 
 /**
- * The price catalog bundled with knap, in the OpenRouter endpoint's shape: the `openrouter/*`
- * entries of `lib/catalog/prices.json` (generated from pi-ai's model catalog by
- * `scripts/gen-prices.mjs`, USD per million tokens), so budgets work offline.
+ * The catalog of knap's core in the OpenRouter endpoint's shape: its `openrouter/*` models
+ * (generated from pi-ai's model catalog by `scripts/gen-catalog.mjs`), with their prices and
+ * context lengths, so budgets work offline.
  */
 export function bundledModels() {
   if (!bundled) {
-    const catalog = JSON.parse(readFileSync(new URL("../catalog/prices.json", import.meta.url), "utf8"));
     const perToken = (usdPerMillion) => String((usdPerMillion ?? 0) / 1_000_000);
-    const data = Object.entries(catalog.models)
-      .filter(([key]) => key.startsWith("openrouter/"))
-      .map(([key, price]) => ({
-        id: key.slice("openrouter/".length),
+    const data = native
+      .catalogModels("openrouter")
+      .filter((m) => native.catalogPrice(m.provider, m.id))
+      .map((m) => ({
+        id: m.id,
+        context_length: m.contextWindow,
         pricing: {
-          prompt: perToken(price.input),
-          completion: perToken(price.output),
-          input_cache_read: perToken(price.cacheRead),
-          input_cache_write: perToken(price.cacheWrite),
+          prompt: perToken(m.cost.input),
+          completion: perToken(m.cost.output),
+          input_cache_read: perToken(m.cost.cacheRead),
+          input_cache_write: perToken(m.cost.cacheWrite),
         },
       }));
     bundled = parseModels({ data });
@@ -113,64 +115,53 @@ export function resetModelRegistryCache() {
   lastFailure = null;
 }
 
-function variants(model) {
-  const lower = model.toLowerCase();
-  const kebab = lower.replace(/[^a-z0-9]+/g, "-");
-  const bare = lower.includes("/") ? lower.slice(lower.lastIndexOf("/") + 1) : lower;
-  const bareKebab = bare.replace(/[^a-z0-9]+/g, "-");
-  return [...new Set([lower, kebab, bare, bareKebab])];
-}
-
 /**
- * PostHog's three-tier model-id matching: (1) exact (case-insensitive, also as kebab-case and
- * without the provider prefix); (2) the longest catalog id contained in the model id
- * (`claude-sonnet-4-5-20250929` → `claude-sonnet-4.5`); (3) the shortest catalog id that contains
- * the model id.
+ * PostHog's three-tier model-id matching (knap_core::catalog::match_model_id): (1) exact
+ * (case-insensitive, also as kebab-case and without the provider prefix); (2) the longest id in
+ * `map` contained in the model id (`claude-sonnet-4-5-20250929` → `claude-sonnet-4.5`); (3) the
+ * shortest id in `map` that contains the model id. `filter` narrows the candidates first.
  */
 export function findModel(model, map, filter) {
   if (!map || map.size === 0) return undefined;
-  const mine = variants(model);
-  for (const v of mine) {
-    const hit = map.get(v);
-    if (hit !== undefined && (!filter || filter(hit))) return hit;
+  const keys = [];
+  const values = [];
+  for (const [key, value] of map) {
+    if (filter && !filter(value)) continue;
+    keys.push(String(key));
+    values.push(value);
   }
-  const entries = [];
-  for (const [key, value] of map) if (!filter || filter(value)) entries.push([variants(key), value]);
-  let best;
-  let bestLen = 0;
-  for (const [theirs, value] of entries) {
-    for (const m of mine) for (const t of theirs) if (t.length > bestLen && m.includes(t)) [best, bestLen] = [value, t.length];
-  }
-  if (best !== undefined) return best;
-  let reverse;
-  let reverseLen = Infinity;
-  for (const [theirs, value] of entries) {
-    for (const m of mine) for (const t of theirs) if (t.length < reverseLen && t.includes(m)) [reverse, reverseLen] = [value, t.length];
-  }
-  return reverse;
+  if (keys.length === 0) return undefined;
+  const i = native.matchModelId(String(model), keys);
+  return i === null || i === undefined ? undefined : values[i];
 }
 
 export function getModelContextLength(model, models) {
   return findModel(model, models, (v) => v.contextLength > 0)?.contextLength;
 }
 
+const count = (v) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+const rate = (v) => (typeof v === "number" ? v : undefined);
+
 /** The cost of one step: ai@6 usage (with cache details) or ai@5 usage (flat). */
 export function stepCost(usage, pricing) {
   if (!usage) return 0;
   const d = usage.inputTokenDetails;
-  let input;
-  if (d && (d.noCacheTokens != null || d.cacheReadTokens != null || d.cacheWriteTokens != null)) {
-    input =
-      (d.noCacheTokens ?? 0) * pricing.inputPerToken +
-      (d.cacheReadTokens ?? 0) * (pricing.cacheReadPerToken ?? pricing.inputPerToken) +
-      (d.cacheWriteTokens ?? 0) * (pricing.cacheWritePerToken ?? pricing.inputPerToken);
-  } else if (usage.cachedInputTokens != null) {
-    const cachedTokens = usage.cachedInputTokens;
-    input = Math.max(0, (usage.inputTokens ?? 0) - cachedTokens) * pricing.inputPerToken + cachedTokens * (pricing.cacheReadPerToken ?? pricing.inputPerToken);
-  } else {
-    input = (usage.inputTokens ?? 0) * pricing.inputPerToken;
-  }
-  return input + (usage.outputTokens ?? 0) * pricing.outputPerToken;
+  return native.stepCostUsd(
+    {
+      inputTokens: count(usage.inputTokens),
+      outputTokens: count(usage.outputTokens),
+      noCacheTokens: d?.noCacheTokens == null ? undefined : count(d.noCacheTokens) ?? 0,
+      cacheReadTokens: d?.cacheReadTokens == null ? undefined : count(d.cacheReadTokens) ?? 0,
+      cacheWriteTokens: d?.cacheWriteTokens == null ? undefined : count(d.cacheWriteTokens) ?? 0,
+      cachedInputTokens: usage.cachedInputTokens == null ? undefined : count(usage.cachedInputTokens) ?? 0,
+    },
+    {
+      inputPerToken: rate(pricing.inputPerToken) ?? 0,
+      outputPerToken: rate(pricing.outputPerToken) ?? 0,
+      cacheReadPerToken: rate(pricing.cacheReadPerToken),
+      cacheWritePerToken: rate(pricing.cacheWritePerToken),
+    },
+  );
 }
 
 /**

@@ -3,6 +3,7 @@
 //! No napi types live here; the binding crate converts and implements the host traits.
 
 pub mod cap;
+pub mod catalog;
 pub mod durable;
 pub mod error;
 pub mod exec;

@@ -1,43 +1,12 @@
 //! Prices and the budget meter: reserve the worst case before a provider call, clamp the
 //! output down to the floor, stop when even the floor does not fit, settle what was used.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::limits::{BUDGET_FRAMING_TOKENS_PER_MESSAGE, OUTPUT_CLAMP_FLOOR_TOKENS};
 
-/// USD per million tokens.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Price {
-  pub input: f64,
-  pub output: f64,
-  #[serde(default)]
-  pub cache_read: f64,
-  #[serde(default)]
-  pub cache_write: f64,
-}
-
-#[derive(Deserialize)]
-struct Catalog {
-  models: HashMap<String, Price>,
-}
-
-/// The public list-price catalog bundled with the package (`lib/catalog/prices.json`).
-pub fn catalog_price(provider: &str, id: &str) -> Option<Price> {
-  static CATALOG: OnceLock<HashMap<String, Price>> = OnceLock::new();
-  CATALOG
-    .get_or_init(|| {
-      serde_json::from_str::<Catalog>(include_str!("../../../../lib/catalog/prices.json"))
-        .map(|c| c.models)
-        .unwrap_or_default()
-    })
-    .get(&format!("{provider}/{id}"))
-    .copied()
-}
+// Prices live in the one model catalog of the core.
+pub use crate::catalog::{price as catalog_price, Price};
 
 /// Token usage of one provider call (pi's `Usage`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -72,11 +41,12 @@ impl Usage {
   }
 
   pub fn cost(&self, price: &Price) -> f64 {
-    (self.input as f64 * price.input
-      + self.output as f64 * price.output
-      + self.cache_read as f64 * price.cache_read
-      + self.cache_write as f64 * price.cache_write)
-      / 1_000_000.0
+    price.cost(
+      self.input as f64,
+      self.output as f64,
+      self.cache_read as f64,
+      self.cache_write as f64,
+    )
   }
 }
 

@@ -25,6 +25,8 @@ export declare class NativeDiskStore {
   append(runId: string, data: string): Promise<void>
   acquire(runId: string): Promise<void>
   release(runId: string): Promise<void>
+  /** Removes a lock knap cannot prove stale, unless a live knap process holds it. */
+  breakLock(runId: string): Promise<boolean>
   close(runId: string): Promise<void>
   list(): Promise<Array<string>>
 }

@@ -48,6 +48,10 @@ export class DiskDurableStore {
   list() {
     return call(this.#native.list());
   }
+  /** Manual override for a lock whose owner cannot be proven dead (see docs/durable.md). */
+  breakLock(runId) {
+    return call(this.#native.breakLock(runId));
+  }
 }
 
 /** The default store of a run: `<rootDir>/.caveman/runs/durable`. */

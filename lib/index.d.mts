@@ -393,6 +393,13 @@ export declare class DiskDurableStore implements DurableStore {
   acquire(runId: string): Promise<() => Promise<void>>;
   close(runId: string): Promise<void>;
   list(): Promise<string[]>;
+  /**
+   * Manual override for a lock knap cannot prove stale (a garbage `owner.json` that keeps
+   * changing, `{"pid":1}`, a foreign owner whose pid is in use): removes `lock.d` unless a live
+   * knap process holds it (then `cave_durable_run_locked`). Resolves to whether a lock was
+   * removed. Use it only when you know no process drives the run.
+   */
+  breakLock(runId: string): Promise<boolean>;
 }
 
 export interface SqlExecutor {

@@ -62,6 +62,16 @@ impl NativeDiskStore {
     self.inner.release(&run_id).await.map_err(js_error)
   }
 
+  /// Removes a lock knap cannot prove stale, unless a live knap process holds it.
+  #[napi]
+  pub async fn break_lock(&self, run_id: String) -> napi::Result<bool> {
+    let s = self.inner.clone();
+    tokio::task::spawn_blocking(move || s.break_lock_sync(&run_id))
+      .await
+      .map_err(|e| async_error("cave_durable_store_failed", &e.to_string()))?
+      .map_err(js_error)
+  }
+
   #[napi]
   pub async fn close(&self, run_id: String) -> napi::Result<()> {
     self.inner.close(&run_id).await.map_err(js_error)

@@ -82,3 +82,9 @@ pub const DURABLE_MAX_ERROR_NAME_BYTES: usize = 256;
 pub const DURABLE_MAX_CODE_BYTES: usize = 512;
 /// `list()` reads at most this much of each journal's first line.
 pub const DURABLE_LIST_FIRST_LINE_BYTES: usize = 64 * 1024;
+/// A disk lock whose owner cannot be named (garbage `owner.json`, none, a pid ≤ 0) and that no
+/// live knap process holds is stale only once it has not changed for this long: a writer of
+/// another implementation between `mkdir lock.d` and writing `owner.json` is given that time.
+pub const DURABLE_LOCK_SETTLE: Duration = Duration::from_secs(10);
+/// `owner.json` bytes read when judging a lock.
+pub const DURABLE_LOCK_OWNER_MAX_BYTES: usize = 4096;

@@ -67,11 +67,16 @@ function diskBackend() {
     name: "disk",
     leases: false,
     store: () => new DiskDurableStore(root),
-    /** The disk lock goes stale when its owner dies: plant a dead pid. */
+    /**
+     * The disk lock goes stale when its owner dies: plant a new owner file (the living owner's
+     * flock stays on the old one) naming a dead pid.
+     */
     async expire(runId) {
       const dead = spawn(process.execPath, ["-e", ""]);
       await new Promise((resolve) => dead.on("exit", resolve));
-      fs.writeFileSync(path.join(new DiskDurableStore(root).runDir(runId), "lock.d", "owner.json"), JSON.stringify({ pid: dead.pid }));
+      const owner = path.join(new DiskDurableStore(root).runDir(runId), "lock.d", "owner.json");
+      fs.rmSync(owner);
+      fs.writeFileSync(owner, JSON.stringify({ pid: dead.pid }));
     },
   };
 }

@@ -5,6 +5,7 @@
 pub mod cap;
 pub mod catalog;
 pub mod durable;
+pub mod edit;
 pub mod error;
 pub mod exec;
 pub mod glob;

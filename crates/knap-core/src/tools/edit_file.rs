@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::args::Args;
 use super::{blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::cap_output;
+use crate::edit::{replace_literal, Miss, LOSSY_HINT};
 use crate::error::{Caveman, ToolError};
 use crate::limits::EDIT_FILE_MAX_BYTES;
 use crate::workspace::replace_atomically;
@@ -54,21 +55,23 @@ pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput,
       .take(EDIT_FILE_MAX_BYTES as u64 + 1)
       .read_to_end(&mut bytes)
       .map_err(|e| ToolError::from_io(&e, "read", &resolved.abs))?;
-    let content = String::from_utf8_lossy(&bytes);
-    let occurrences = content.matches(old.as_str()).count();
-    if occurrences == 0 {
-      return Err(ToolError::caveman(Caveman::EditNotFound(shown)));
-    }
-    if occurrences > 1 && !replace_all {
-      return Err(ToolError::caveman(Caveman::EditAmbiguous {
-        path: shown,
-        count: occurrences,
-      }));
-    }
-    // Literal replacement: no `$&`-style patterns.
-    let updated = content.replace(old.as_str(), &new);
-    replace_atomically(&dir, &name, updated.as_bytes(), &resolved)?;
-    Ok(if replace_all { occurrences } else { 1 })
+    // Byte-exact and literal: no `$&`-style patterns, and bytes that are not UTF-8 outside the
+    // replaced spans are written back as they were.
+    let updated = match replace_literal(&bytes, &old, &new, replace_all) {
+      Ok(r) => r,
+      Err(Miss::NotFound { lossy }) => {
+        let mut e = ToolError::caveman(Caveman::EditNotFound(shown));
+        if lossy {
+          e.message = format!("{}\n{LOSSY_HINT}", e.message);
+        }
+        return Err(e);
+      }
+      Err(Miss::Ambiguous(count)) => {
+        return Err(ToolError::caveman(Caveman::EditAmbiguous { path: shown, count }));
+      }
+    };
+    replace_atomically(&dir, &name, &updated.bytes, &resolved)?;
+    Ok(updated.count)
   })
   .await?;
   let plural = if replacements == 1 { "" } else { "s" };

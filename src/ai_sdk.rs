@@ -364,25 +364,25 @@ impl NativeSandbox {
       .filter(|p| !p.is_empty())
       .unwrap_or_else(|| ".".to_string());
     let resolved = to_async(core(self.inner.resolve(&given)))?;
-    let root = to_async(core(self.inner.workspace().root()))?.path.clone();
+    let root = to_async(core(self.inner.workspace().root()))?;
     let mode = match s("output_mode").as_deref() {
       Some("content") => OutputMode::Content,
-      Some("count") => OutputMode::Count,
-      _ => OutputMode::FilesWithMatches,
+      Some("count") => OutputMode::Counts,
+      _ => OutputMode::Files,
     };
     let context = n("context");
     let req = SearchRequest {
       pattern,
       scope: resolved.abs.clone(),
       display: display_of(&given),
-      base: root,
+      root,
       glob: s("glob").filter(|g| !g.is_empty()),
       file_type: s("type").filter(|t| !t.is_empty()),
       case_insensitive: b("i"),
       multiline: b("multiline"),
       before: context.or(n("before")).unwrap_or(0),
       after: context.or(n("after")).unwrap_or(0),
-      mode,
+      printer: mode,
       offset: n("offset").unwrap_or(0),
       head_limit: n("head_limit").filter(|&h| h > 0),
       max_line_length: n("max_line_length").unwrap_or(2000),
@@ -405,6 +405,7 @@ impl NativeSandbox {
         coded(code, e.to_string())
       })?;
       let v = match result.output {
+        SearchOutput::Lines { .. } => Value::Null,
         SearchOutput::Files(files) => {
           json!({ "files": files, "count": files.len(), "stopped": result.stopped })
         }

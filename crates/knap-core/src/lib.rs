@@ -2,6 +2,7 @@
 //! output store and workspace boundary, the execution backend, and the tool-policy evaluator.
 //! No napi types live here; the binding crate converts and implements the host traits.
 
+pub mod canonical;
 pub mod cap;
 pub mod catalog;
 pub mod durable;
@@ -11,12 +12,15 @@ pub mod exec;
 pub mod glob;
 pub mod kernel;
 pub mod limits;
+pub mod lines;
 pub mod policy;
 pub mod sandbox;
+pub mod schema;
 pub mod search;
 pub mod store;
 pub mod text;
 pub mod tools;
+pub mod truncate;
 pub mod workspace;
 
 pub use error::ToolError;

@@ -3,8 +3,8 @@
 //! [`crate::exec::run_local`] with a head+tail capture, and a streaming reader for the `Read`
 //! tool that keeps only the lines it returns (a 100 MB file never sits in memory).
 //!
-//! Text lengths here are counted the way JavaScript counts them (UTF-16 code units), because
-//! the truncation rules being matched (`middleTruncate`, `line.slice(0, 2000)`) are JS rules.
+//! Text lengths are counted the way JavaScript counts them (UTF-16 code units, see
+//! [`crate::truncate`]), because the truncation rules being matched are JS rules.
 
 use std::io::Read;
 use std::os::fd::AsRawFd;
@@ -16,167 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
 use crate::exec::{run_local, ExecRequest, OutputSink};
-use crate::limits::READ_CHUNK_BYTES;
+use crate::lines::{scan, LineSink};
+use crate::truncate::{cut_line, middle_truncate, utf16_prefix, utf16_units_of_byte, HeadTail};
 use crate::workspace::{replace_atomically, Resolved, Workspace};
-
-// ---------------------------------------------------------------------------------------------
-// UTF-16 helpers
-
-/// UTF-16 code units a byte contributes when the stream is decoded as UTF-8 (continuation bytes
-/// add nothing, a 4-byte lead adds a surrogate pair). Invalid input is counted approximately.
-#[inline]
-fn utf16_units_of_byte(b: u8) -> usize {
-  if b < 0x80 {
-    1
-  } else if b & 0xC0 == 0x80 {
-    0
-  } else if b >= 0xF0 {
-    2
-  } else {
-    1
-  }
-}
-
-pub fn utf16_len(s: &str) -> usize {
-  s.chars().map(char::len_utf16).sum()
-}
-
-/// The longest prefix of `s` with at most `units` UTF-16 code units.
-pub fn utf16_prefix(s: &str, units: usize) -> &str {
-  let mut used = 0;
-  for (i, c) in s.char_indices() {
-    used += c.len_utf16();
-    if used > units {
-      return &s[..i];
-    }
-  }
-  s
-}
-
-/// The longest suffix of `s` with at most `units` UTF-16 code units.
-pub fn utf16_suffix(s: &str, units: usize) -> &str {
-  let mut used = 0;
-  for (i, c) in s.char_indices().rev() {
-    used += c.len_utf16();
-    if used > units {
-      return &s[i + c.len_utf8()..];
-    }
-  }
-  s
-}
-
-/// bashkit's `middleTruncate` over a whole text: unchanged when it fits, else the first half and
-/// the last half around `…K chars truncated…`, after a `[Total output lines: N]` header.
-pub fn middle_truncate(text: &str, max_units: usize) -> String {
-  let total = utf16_len(text);
-  if total <= max_units {
-    return text.to_string();
-  }
-  let head = utf16_prefix(text, max_units / 2);
-  let tail = utf16_suffix(text, max_units - max_units / 2);
-  let lines = memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
-  let omitted = total - utf16_len(head) - utf16_len(tail);
-  format!("[Total output lines: {lines}]\n\n{head}\n\n…{omitted} chars truncated…\n\n{tail}")
-}
-
-// ---------------------------------------------------------------------------------------------
-// Head + tail capture
-
-/// One output stream kept as its head and its tail, with the totals needed to render
-/// `middleTruncate` exactly without holding the middle.
-#[derive(Debug, Default)]
-pub struct HeadTail {
-  head: Vec<u8>,
-  head_cap: usize,
-  /// Ring buffer of the last `tail_cap` bytes (valid once `total > head_cap`).
-  tail: Vec<u8>,
-  tail_cap: usize,
-  tail_pos: usize,
-  total_bytes: u64,
-  units: u64,
-  newlines: u64,
-}
-
-impl HeadTail {
-  /// Enough to render `middleTruncate(text, max_units)` exactly: a text that fits in
-  /// `max_units` code units is at most `3 * max_units` bytes, so the head holds all of it.
-  pub fn for_units(max_units: usize) -> Self {
-    let cap = max_units.saturating_mul(4).saturating_add(16);
-    Self {
-      head_cap: cap,
-      tail_cap: max_units.saturating_mul(2).saturating_add(16),
-      ..Default::default()
-    }
-  }
-
-  pub fn push(&mut self, mut bytes: &[u8]) {
-    self.total_bytes += bytes.len() as u64;
-    self.newlines += memchr::memchr_iter(b'\n', bytes).count() as u64;
-    self.units += bytes.iter().map(|&b| utf16_units_of_byte(b) as u64).sum::<u64>();
-    let room = self.head_cap.saturating_sub(self.head.len());
-    if room > 0 {
-      let take = room.min(bytes.len());
-      self.head.extend_from_slice(&bytes[..take]);
-      bytes = &bytes[take..];
-    }
-    if bytes.is_empty() || self.tail_cap == 0 {
-      return;
-    }
-    if bytes.len() >= self.tail_cap {
-      self.tail.clear();
-      self.tail.extend_from_slice(&bytes[bytes.len() - self.tail_cap..]);
-      self.tail_pos = 0;
-      return;
-    }
-    for &b in bytes {
-      if self.tail.len() < self.tail_cap {
-        self.tail.push(b);
-      } else {
-        self.tail[self.tail_pos] = b;
-        self.tail_pos = (self.tail_pos + 1) % self.tail_cap;
-      }
-    }
-  }
-
-  pub fn total_bytes(&self) -> u64 {
-    self.total_bytes
-  }
-
-  fn complete(&self) -> bool {
-    self.total_bytes as usize == self.head.len()
-  }
-
-  fn tail_bytes(&self) -> Vec<u8> {
-    if self.tail.len() < self.tail_cap {
-      return self.tail.clone();
-    }
-    let mut out = Vec::with_capacity(self.tail.len());
-    out.extend_from_slice(&self.tail[self.tail_pos..]);
-    out.extend_from_slice(&self.tail[..self.tail_pos]);
-    out
-  }
-
-  /// The stream as text after `middleTruncate(text, max_units)`; `max_units` must not exceed
-  /// the one given to [`HeadTail::for_units`].
-  pub fn render(&self, max_units: usize) -> String {
-    if self.complete() {
-      return middle_truncate(&String::from_utf8_lossy(&self.head), max_units);
-    }
-    let head_text = String::from_utf8_lossy(&self.head);
-    let head = utf16_prefix(&head_text, max_units / 2);
-    let tail_raw = self.tail_bytes();
-    // The ring may start inside a character: skip continuation bytes.
-    let start = tail_raw
-      .iter()
-      .position(|&b| b & 0xC0 != 0x80)
-      .unwrap_or(tail_raw.len());
-    let tail_text = String::from_utf8_lossy(&tail_raw[start..]);
-    let tail = utf16_suffix(&tail_text, max_units - max_units / 2);
-    let omitted = (self.units as usize).saturating_sub(utf16_len(head) + utf16_len(tail));
-    let lines = self.newlines + 1;
-    format!("[Total output lines: {lines}]\n\n{head}\n\n…{omitted} chars truncated…\n\n{tail}")
-  }
-}
 
 struct StreamPair {
   stdout: HeadTail,
@@ -335,7 +177,7 @@ impl LocalSandbox {
     }
     let pair = sink.lock().unwrap_or_else(|e| e.into_inner());
     let max = opts.max_output_units;
-    let truncated = pair.stdout.units as usize > max || pair.stderr.units as usize > max;
+    let truncated = pair.stdout.units() as usize > max || pair.stderr.units() as usize > max;
     let exit_code = match (run.code, run.signal) {
       (Some(c), _) => c,
       (None, Some(sig)) => 128 + sig,
@@ -521,121 +363,108 @@ enum LinesResult {
   Text(ReadText),
 }
 
-/// One line being assembled: its kept bytes and whether more followed.
-struct LineBuf {
-  bytes: Vec<u8>,
+/// The Read printer over the one line reader: the lines of `[start, end)` cut at
+/// `max_line_length` units plus `…`, a NUL sniff over the first 1000 characters, and the line
+/// guard (without a `limit`, more than `max_lines_without_limit` lines is refused).
+struct WindowSink {
+  start: u64,
+  end: u64,
+  guard: Option<u64>,
+  max_line: usize,
+  /// A line of `max_line` units is at most 3 bytes a unit; a little more shows the cut.
+  byte_cap: usize,
+  kept: Vec<String>,
+  cur: Vec<u8>,
   cut: bool,
+  head_units: usize,
+  nul_in_head: bool,
+  over_guard: bool,
 }
 
-/// Streams `reader` line by line (`split("\n")` semantics: `n` newlines make `n + 1` lines),
-/// keeping the lines of `[offset, offset + limit)` cut at `max_line_length` units plus `…`.
-fn read_lines(mut reader: impl Read, opts: &ReadOptions) -> std::io::Result<LinesResult> {
+impl WindowSink {
+  fn in_range(&mut self, line: u64) -> bool {
+    if !self.over_guard && self.guard.is_some_and(|g| line >= g) {
+      // More lines than a read without `limit` may have: only the count matters from here.
+      self.over_guard = true;
+      self.kept = Vec::new();
+    }
+    !self.over_guard && line >= self.start && line < self.end
+  }
+}
+
+impl LineSink for WindowSink {
+  fn chunk(&mut self, bytes: &[u8]) -> bool {
+    for &b in bytes {
+      if self.head_units >= 1000 {
+        break;
+      }
+      if b == 0 {
+        self.nul_in_head = true;
+      }
+      self.head_units += utf16_units_of_byte(b);
+    }
+    true
+  }
+
+  fn piece(&mut self, line: u64, seg: &[u8]) -> bool {
+    if self.in_range(line) && !self.cut {
+      let room = self.byte_cap.saturating_sub(self.cur.len());
+      if seg.len() > room {
+        self.cur.extend_from_slice(&seg[..room]);
+        self.cut = true;
+      } else {
+        self.cur.extend_from_slice(seg);
+      }
+    }
+    true
+  }
+
+  fn end_line(&mut self, line: u64) -> bool {
+    if self.in_range(line) {
+      let text = String::from_utf8_lossy(&self.cur);
+      // A line cut while reading is longer than its kept bytes, so always over the limit.
+      let s = if self.cut {
+        format!("{}…", utf16_prefix(&text, self.max_line))
+      } else {
+        cut_line(&text, self.max_line)
+      };
+      self.kept.push(s);
+      self.cur.clear();
+      self.cut = false;
+    }
+    true
+  }
+}
+
+/// Streams `reader` (`split("\n")` semantics: `n` newlines make `n + 1` lines), keeping the lines
+/// of `[offset, offset + limit)` cut at `max_line_length` units plus `…`.
+fn read_lines(reader: impl Read, opts: &ReadOptions) -> std::io::Result<LinesResult> {
   let start = opts.offset.unwrap_or(0).saturating_sub(1);
-  let end = opts
-    .limit
-    .filter(|&l| l > 0)
-    .map(|l| start.saturating_add(l))
-    .unwrap_or(u64::MAX);
-  let guard = if opts.limit.filter(|&l| l > 0).is_none() {
-    Some(opts.max_lines_without_limit)
-  } else {
-    None
-  };
-  let max_line = opts.max_line_length;
-  // A line of `max_line` units is at most 3 bytes a unit; keep a little more to see the cut.
-  let byte_cap = max_line.saturating_mul(4).saturating_add(8);
-
-  let mut kept: Vec<String> = Vec::new();
-  let mut line_no: u64 = 0; // 0-based index of the line being read
-  let mut cur = LineBuf {
-    bytes: Vec::new(),
+  let limit = opts.limit.filter(|&l| l > 0);
+  let mut sink = WindowSink {
+    start,
+    end: limit.map(|l| start.saturating_add(l)).unwrap_or(u64::MAX),
+    guard: limit.is_none().then_some(opts.max_lines_without_limit),
+    max_line: opts.max_line_length,
+    byte_cap: opts.max_line_length.saturating_mul(4).saturating_add(8),
+    kept: Vec::new(),
+    cur: Vec::new(),
     cut: false,
+    head_units: 0,
+    nul_in_head: false,
+    over_guard: false,
   };
-  let mut buf = vec![0u8; READ_CHUNK_BYTES];
-  // NUL among the first 1000 characters.
-  let mut head_units = 0usize;
-  let mut nul_in_head = false;
-  let mut over_guard = false;
-
-  let finish_line = |cur: &mut LineBuf, kept: &mut Vec<String>| {
-    let text = String::from_utf8_lossy(&cur.bytes);
-    let mut s = utf16_prefix(&text, max_line).to_string();
-    if cur.cut || utf16_len(&text) > max_line {
-      s.push('…');
-    }
-    kept.push(s);
-    cur.bytes.clear();
-    cur.cut = false;
-  };
-
-  loop {
-    let n = match reader.read(&mut buf) {
-      Ok(0) => break,
-      Ok(n) => n,
-      Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-      Err(e) => return Err(e),
-    };
-    let chunk = &buf[..n];
-    if head_units < 1000 {
-      for &b in chunk {
-        if head_units >= 1000 {
-          break;
-        }
-        if b == 0 {
-          nul_in_head = true;
-        }
-        head_units += utf16_units_of_byte(b);
-      }
-    }
-    let mut pos = 0;
-    while pos < chunk.len() {
-      let nl = memchr::memchr(b'\n', &chunk[pos..]).map(|i| pos + i);
-      let seg_end = nl.unwrap_or(chunk.len());
-      let in_range = !over_guard && line_no >= start && line_no < end;
-      if in_range && !cur.cut {
-        let seg = &chunk[pos..seg_end];
-        let room = byte_cap.saturating_sub(cur.bytes.len());
-        if seg.len() > room {
-          cur.bytes.extend_from_slice(&seg[..room]);
-          cur.cut = true;
-        } else {
-          cur.bytes.extend_from_slice(seg);
-        }
-      }
-      match nl {
-        Some(i) => {
-          if in_range {
-            finish_line(&mut cur, &mut kept);
-          }
-          line_no += 1;
-          if let Some(g) = guard {
-            if line_no + 1 > g {
-              over_guard = true;
-              kept.clear();
-            }
-          }
-          pos = i + 1;
-        }
-        None => pos = chunk.len(),
-      }
-    }
+  let total_lines = scan(reader, &mut sink)?.lines;
+  if sink.guard.is_some_and(|g| total_lines > g) {
+    return Ok(LinesResult::TooLarge(total_lines));
   }
-  let total_lines = line_no + 1;
-  if let Some(g) = guard {
-    if total_lines > g {
-      return Ok(LinesResult::TooLarge(total_lines));
-    }
-  }
-  if line_no >= start && line_no < end {
-    finish_line(&mut cur, &mut kept);
-  }
-  let content = middle_truncate(&kept.join("\n"), opts.max_output_length);
+  let content = middle_truncate(&sink.kept.join("\n"), opts.max_output_length);
   Ok(LinesResult::Text(ReadText {
     first_line: start + 1,
-    lines: kept,
+    lines: sink.kept,
     content,
     total_lines,
-    nul_in_head,
+    nul_in_head: sink.nul_in_head,
     size: 0,
   }))
 }
@@ -662,35 +491,6 @@ mod tests {
   }
 
   #[test]
-  fn middle_truncate_matches_the_js_rule() {
-    assert_eq!(middle_truncate("abc", 3), "abc");
-    // 10 chars, max 4: head 2, tail 2, omitted 6, 1 line.
-    assert_eq!(
-      middle_truncate("0123456789", 4),
-      "[Total output lines: 1]\n\n01\n\n…6 chars truncated…\n\n89"
-    );
-    assert_eq!(
-      middle_truncate("a\nb\nc\nd\ne", 5),
-      "[Total output lines: 5]\n\na\n\n\n…4 chars truncated…\n\nd\ne"
-    );
-  }
-
-  #[test]
-  fn head_tail_renders_like_the_whole_text() {
-    let mut whole = String::new();
-    for i in 0..5000 {
-      whole.push_str(&format!("line {i} é😀\n"));
-    }
-    for max in [10usize, 101, 3000, 200_000] {
-      let mut ht = HeadTail::for_units(max);
-      for chunk in whole.as_bytes().chunks(777) {
-        ht.push(chunk);
-      }
-      assert_eq!(ht.render(max), middle_truncate(&whole, max), "max {max}");
-    }
-  }
-
-  #[test]
   fn read_lines_split_semantics_and_window() {
     let t = text(read_lines(&b"a\nb\n"[..], &opts()).unwrap());
     assert_eq!(t.lines, vec!["a", "b", ""]);
@@ -712,6 +512,18 @@ mod tests {
 
   #[test]
   fn read_lines_guard_and_long_lines() {
+    let exact = ReadOptions {
+      max_lines_without_limit: 3,
+      ..opts()
+    };
+    assert_eq!(
+      text(read_lines(&b"a\nb\nc"[..], &exact).unwrap()).lines,
+      vec!["a", "b", "c"]
+    );
+    assert!(matches!(
+      read_lines(&b"a\nb\nc\n"[..], &exact).unwrap(),
+      LinesResult::TooLarge(4)
+    ));
     let many = "x\n".repeat(600);
     match read_lines(many.as_bytes(), &opts()).unwrap() {
       LinesResult::TooLarge(n) => assert_eq!(n, 601),

@@ -1,16 +1,31 @@
-//! An in-process ripgrep with three output modes, for the AI SDK `Grep` tool: the same walk
-//! as `rg` (the `ignore` crate honouring `.gitignore`, `.ignore` and hidden-file rules, `-g`
-//! globs and `-t` types), the same matcher (`grep-regex`, `-i`, `-U --multiline-dotall`), and
-//! `grep-searcher` for the lines, binary detection and `-A/-B/-C` context.
+//! The one searcher: an in-process ripgrep with several printers, as ripgrep's printer crate
+//! separates them. The walk is rg's (the `ignore` crate honouring `.gitignore`, `.ignore` and
+//! hidden-file rules, including rg's rule that `.gitignore` applies only inside a git repository;
+//! `-g` globs, `-t` types), the matcher is rg's (`grep-regex`; `-i`, `-U --multiline-dotall`), and
+//! `grep-searcher` finds the lines, detects binary files and keeps `-A/-B/-C` context.
 //!
-//! * `files_with_matches`: each file stops at its first match;
-//! * `count`: matches per file (every match, several per line if so, as rg's `stats.matches`);
-//! * `content`: matching lines with their context; a context line goes to the match it belongs
-//!   to in rg's own grouping (lines after a match within `-A` are its `after_context`, lines
-//!   before the next match within `-B` are that match's `before_context`).
+//! Every file is opened relative to the workspace's root descriptor with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` (or the `O_NOFOLLOW` walk), `O_NOFOLLOW`
+//! and `O_NONBLOCK`, and searched only if `fstat` on that descriptor says it is a regular file:
+//! a directory swapped for an outward symlink while the walk runs cannot lead a read out of the
+//! workspace, and a FIFO swapped in cannot hang the search.
 //!
-//! Results are sorted by path (and line), so pages (`offset`, `head_limit`) are stable; when a
-//! page is asked for, only the first `offset + head_limit` entries are kept while searching.
+//! Printers ([`Printer`]):
+//! * `PathLine` (shellTools' `grep`): `path:line:text` (`line:text` for a single-file scope), at
+//!   most `max_per_file` lines per file (rg's `--max-count`), walk and read errors as rg prints
+//!   them;
+//! * `Files` (`files_with_matches`): each file stops at its first match;
+//! * `Counts` (`count`): matches per file (every match, several per line if so, as rg's
+//!   `stats.matches`);
+//! * `Content` (`content`): matching lines with their context; a context line goes to the match
+//!   it belongs to in rg's own grouping (lines after a match within `-A` are its `after_context`,
+//!   lines before the next match within `-B` are that match's `before_context`).
+//!
+//! Results are sorted by path (and line), so the same tree gives the same answer and pages
+//! (`offset`, `head_limit`) are stable; when a page is asked for, only the first
+//! `offset + head_limit` entries are kept while searching. A small scope (at most
+//! `GREP_SEQUENTIAL_WALK_MAX_ENTRIES` walk entries) is searched on the calling thread: starting
+//! the parallel walker's threads costs more than searching a few hundred files.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,33 +40,40 @@ use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 use ignore::{WalkBuilder, WalkState};
 
-use crate::sandbox::{utf16_len, utf16_prefix};
+use crate::limits::GREP_SEQUENTIAL_WALK_MAX_ENTRIES;
+use crate::truncate::cut_line;
+use crate::workspace::Root;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputMode {
+pub enum Printer {
+  PathLine { max_per_file: u64 },
+  Files,
+  Counts,
   Content,
-  FilesWithMatches,
-  Count,
 }
+
+/// The AI SDK Grep's `output_mode` names for the three printers it uses.
+pub type OutputMode = Printer;
 
 pub struct SearchRequest {
   pub pattern: String,
-  /// The canonical file or directory to search.
+  /// The workspace: every file is opened beneath it; `glob` is relative to it (rg's cwd).
+  pub root: Arc<Root>,
+  /// The canonical file or directory to search (inside the root).
   pub scope: PathBuf,
   /// How the scope is printed before each file's relative path (`.`, `src`, `/abs/dir`).
   pub display: String,
-  /// Base directory of `glob` (rg's working directory: the workspace).
-  pub base: PathBuf,
   pub glob: Option<String>,
   pub file_type: Option<String>,
   pub case_insensitive: bool,
   pub multiline: bool,
   pub before: usize,
   pub after: usize,
-  pub mode: OutputMode,
+  pub printer: Printer,
   pub offset: usize,
   pub head_limit: Option<usize>,
-  /// Lines (and context lines) longer than this many UTF-16 units are cut and end with `…`.
+  /// Lines (and context lines) longer than this many UTF-16 units are cut and end with `…`
+  /// (not for `PathLine`, which prints lines as rg does).
   pub max_line_length: usize,
   pub threads: usize,
 }
@@ -67,6 +89,13 @@ pub struct ContentMatch {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SearchOutput {
+  /// `PathLine`: the kept lines, the errors, and how many lines and bytes there were in all.
+  Lines {
+    lines: Vec<String>,
+    errors: Vec<String>,
+    total: usize,
+    bytes: usize,
+  },
   Files(Vec<String>),
   Counts(Vec<(String, u64)>),
   Content(Vec<ContentMatch>),
@@ -84,6 +113,15 @@ pub enum SearchError {
   Regex(String),
   Glob(String),
   Type(String),
+}
+
+impl SearchError {
+  /// The underlying message, as rg prints it.
+  pub fn message(&self) -> &str {
+    match self {
+      SearchError::Regex(m) | SearchError::Glob(m) | SearchError::Type(m) => m,
+    }
+  }
 }
 
 impl std::fmt::Display for SearchError {
@@ -112,7 +150,7 @@ pub fn display_path(display: &str, scope: &Path, path: &Path) -> String {
 }
 
 /// rg's walk of `scope`: its default filters, `-g` globs relative to `base`, `-t` types.
-pub fn rg_walk(
+fn rg_walk(
   scope: &Path,
   base: &Path,
   glob: Option<&str>,
@@ -139,36 +177,30 @@ pub fn rg_walk(
   Ok(walk)
 }
 
-fn cut(s: &str, max: usize) -> String {
-  if utf16_len(s) > max {
-    let mut out = utf16_prefix(s, max).to_string();
-    out.push('…');
-    out
-  } else {
-    s.to_string()
-  }
-}
-
 fn line_text(bytes: &[u8], max: usize) -> String {
   let b = bytes.strip_suffix(b"\n").unwrap_or(bytes);
   let b = b.strip_suffix(b"\r").unwrap_or(b);
-  cut(&String::from_utf8_lossy(b), max)
+  cut_line(&String::from_utf8_lossy(b), max)
 }
 
-/// One file's findings.
-enum FileFindings {
-  Matched,
+/// What one file produced, keyed by line for sorting.
+enum Item {
+  Line(String),
   Count(u64),
+  Matched,
+  Content(ContentMatch),
 }
 
 struct FileSink<'a> {
   matcher: &'a RegexMatcher,
-  mode: OutputMode,
+  printer: Printer,
   file: &'a str,
+  show_path: bool,
   max_line: usize,
   matched: bool,
   count: u64,
-  matches: Vec<ContentMatch>,
+  items: Vec<(u64, Item)>,
+  bytes: usize,
   /// Before-context lines waiting for the next match.
   pending_before: Vec<String>,
 }
@@ -178,9 +210,10 @@ impl Sink for FileSink<'_> {
 
   fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
     self.matched = true;
-    match self.mode {
-      OutputMode::FilesWithMatches => Ok(false),
-      OutputMode::Count => {
+    let number = m.line_number().unwrap_or(0);
+    match self.printer {
+      Printer::Files => Ok(false),
+      Printer::Counts => {
         let mut n = 0u64;
         let _ = self.matcher.find_iter(m.bytes(), |_| {
           n += 1;
@@ -189,14 +222,29 @@ impl Sink for FileSink<'_> {
         self.count += n.max(1);
         Ok(true)
       }
-      OutputMode::Content => {
-        self.matches.push(ContentMatch {
-          file: self.file.to_string(),
-          line_number: m.line_number().unwrap_or(0),
-          line: line_text(m.bytes(), self.max_line),
-          before_context: std::mem::take(&mut self.pending_before),
-          after_context: Vec::new(),
-        });
+      Printer::PathLine { .. } => {
+        let raw = m.bytes();
+        let content = String::from_utf8_lossy(raw.strip_suffix(b"\n").unwrap_or(raw));
+        let text = if self.show_path {
+          format!("{}:{number}:{content}", self.file)
+        } else {
+          format!("{number}:{content}")
+        };
+        self.bytes += text.len() + 1;
+        self.items.push((number, Item::Line(text)));
+        Ok(true)
+      }
+      Printer::Content => {
+        self.items.push((
+          number,
+          Item::Content(ContentMatch {
+            file: self.file.to_string(),
+            line_number: number,
+            line: line_text(m.bytes(), self.max_line),
+            before_context: std::mem::take(&mut self.pending_before),
+            after_context: Vec::new(),
+          }),
+        ));
         Ok(true)
       }
     }
@@ -204,11 +252,8 @@ impl Sink for FileSink<'_> {
 
   fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
     let text = line_text(c.bytes(), self.max_line);
-    match c.kind() {
-      SinkContextKind::After => match self.matches.last_mut() {
-        Some(last) => last.after_context.push(text),
-        None => self.pending_before.push(text),
-      },
+    match (c.kind(), self.items.last_mut()) {
+      (SinkContextKind::After, Some((_, Item::Content(last)))) => last.after_context.push(text),
       _ => self.pending_before.push(text),
     }
     Ok(true)
@@ -216,14 +261,23 @@ impl Sink for FileSink<'_> {
 }
 
 /// Keeps entries sorted by (path, line), bounded to the first `keep` when a page is asked for.
-struct Collector<T> {
-  items: Vec<(Arc<str>, u64, T)>,
+#[derive(Default)]
+struct Collector {
+  items: Vec<(Arc<str>, u64, Item)>,
   keep: Option<usize>,
+  /// Entries seen in all, and their printed bytes (`PathLine`).
+  count: usize,
+  bytes: usize,
+  errors: Vec<String>,
 }
 
-impl<T> Collector<T> {
-  fn add(&mut self, path: &Arc<str>, line: u64, item: T) {
-    self.items.push((path.clone(), line, item));
+impl Collector {
+  fn add(&mut self, path: &Arc<str>, items: Vec<(u64, Item)>, bytes: usize) {
+    self.count += items.len();
+    self.bytes += bytes;
+    for (line, item) in items {
+      self.items.push((path.clone(), line, item));
+    }
     if let Some(k) = self.keep {
       if self.items.len() > k.saturating_mul(2).max(1024) {
         self.shrink();
@@ -239,10 +293,126 @@ impl<T> Collector<T> {
       self.items.truncate(k);
     }
   }
+
+  fn error(&mut self, text: String) {
+    if self.errors.len() < 20 {
+      self.errors.push(text);
+    }
+  }
 }
 
 /// First read per searched file; larger files continue with the searcher's own reads.
 const SEARCH_READ_BYTES: usize = 16 * 1024;
+
+/// What one walk entry does: open a file beneath the root, search it, collect what it printed.
+struct Visitor<'a> {
+  req: &'a SearchRequest,
+  matcher: &'a RegexMatcher,
+  show_path: bool,
+  collector: Mutex<Collector>,
+  stop: &'a AtomicBool,
+}
+
+impl Visitor<'_> {
+  fn searcher(&self) -> Searcher {
+    let (before, after) = if self.req.printer == Printer::Content {
+      (self.req.before, self.req.after)
+    } else {
+      (0, 0)
+    };
+    let max = match self.req.printer {
+      Printer::PathLine { max_per_file } => Some(max_per_file),
+      _ => None,
+    };
+    SearcherBuilder::new()
+      .line_number(true)
+      .multi_line(self.req.multiline)
+      .before_context(before)
+      .after_context(after)
+      .max_matches(max)
+      .binary_detection(BinaryDetection::quit(b'\x00'))
+      .build()
+  }
+
+  fn lines_printer(&self) -> bool {
+    matches!(self.req.printer, Printer::PathLine { .. })
+  }
+
+  fn visit(&self, searcher: &mut Searcher, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
+    if self.stop.load(Ordering::Relaxed) {
+      return WalkState::Quit;
+    }
+    let entry = match entry {
+      Ok(e) => e,
+      Err(err) => {
+        if self.lines_printer() {
+          self.lock().error(format!("grep: {err}"));
+        }
+        return WalkState::Continue;
+      }
+    };
+    if !entry.file_type().is_some_and(|t| t.is_file()) {
+      return WalkState::Continue;
+    }
+    let req = self.req;
+    let file: Arc<str> = Arc::from(display_path(&req.display, &req.scope, entry.path()).as_str());
+    let opened = match entry.path().strip_prefix(&req.root.path) {
+      Ok(rel) => req.root.open_regular(rel),
+      // Not below the root (cannot happen for a scope inside it): never opened.
+      Err(_) => Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
+    };
+    let handle = match opened {
+      Ok(Some(f)) => f,
+      // Replaced by something that is not a regular file since it was listed.
+      Ok(None) => return WalkState::Continue,
+      Err(err) => {
+        if self.lines_printer() {
+          self.lock().error(format!("grep: {file}: {err}"));
+        }
+        return WalkState::Continue;
+      }
+    };
+    let mut sink = FileSink {
+      matcher: self.matcher,
+      printer: req.printer,
+      file: &file,
+      show_path: self.show_path,
+      max_line: req.max_line_length,
+      matched: false,
+      count: 0,
+      items: Vec::new(),
+      bytes: 0,
+      pending_before: Vec::new(),
+    };
+    // `search_path` minus one syscall per file: its BOM sniffing first reads 3 bytes; through a
+    // small BufReader that read fetches a typical source file whole.
+    let searched = searcher.search_reader(
+      self.matcher,
+      std::io::BufReader::with_capacity(SEARCH_READ_BYTES, handle),
+      &mut sink,
+    );
+    if let Err(err) = searched {
+      if self.lines_printer() {
+        self.lock().error(format!("grep: {file}: {err}"));
+      }
+    }
+    if !sink.matched {
+      return WalkState::Continue;
+    }
+    let items = match req.printer {
+      Printer::Files => vec![(0, Item::Matched)],
+      Printer::Counts => vec![(0, Item::Count(sink.count))],
+      _ => sink.items,
+    };
+    let bytes = sink.bytes;
+    self.lock().add(&file, items, bytes);
+    WalkState::Continue
+  }
+
+  fn lock(&self) -> std::sync::MutexGuard<'_, Collector> {
+    self.collector.lock().unwrap_or_else(|e| e.into_inner())
+  }
+}
 
 /// Runs the search. `stop` ends it early (the result is then marked `stopped`).
 pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, SearchError> {
@@ -258,137 +428,97 @@ pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, Se
     .map_err(|e| SearchError::Regex(e.to_string()))?;
   let walk = rg_walk(
     &req.scope,
-    &req.base,
+    &req.root.path,
     req.glob.as_deref(),
     req.file_type.as_deref(),
     req.threads,
   )?;
-  let keep = req
-    .head_limit
-    .filter(|&h| h > 0)
-    .map(|h| req.offset.saturating_add(h));
-  let collector: Mutex<Collector<FileFindings>> = Mutex::new(Collector {
-    items: Vec::new(),
-    keep,
-  });
-  let content_collector: Mutex<Collector<ContentMatch>> = Mutex::new(Collector {
-    items: Vec::new(),
-    keep,
-  });
-  let (before, after) = if req.mode == OutputMode::Content {
-    (req.before, req.after)
-  } else {
-    (0, 0)
-  };
-
-  walk.build_parallel().run(|| {
-    let matcher = matcher.clone();
-    let collector = &collector;
-    let content_collector = &content_collector;
-    let mut searcher = SearcherBuilder::new()
-      .line_number(true)
-      .multi_line(req.multiline)
-      .before_context(before)
-      .after_context(after)
-      .binary_detection(BinaryDetection::quit(b'\x00'))
-      .build();
-    Box::new(move |entry| {
-      if stop.load(Ordering::Relaxed) {
-        return WalkState::Quit;
-      }
-      let Ok(entry) = entry else {
-        return WalkState::Continue;
-      };
-      if !entry.file_type().is_some_and(|t| t.is_file()) {
-        return WalkState::Continue;
-      }
-      let file: Arc<str> = Arc::from(display_path(&req.display, &req.scope, entry.path()).as_str());
-      let mut sink = FileSink {
-        matcher: &matcher,
-        mode: req.mode,
-        file: &file,
-        max_line: req.max_line_length,
-        matched: false,
-        count: 0,
-        matches: Vec::new(),
-        pending_before: Vec::new(),
-      };
-      // `search_path` minus one syscall per file (its BOM sniffing reads 3 bytes first; through
-      // a small BufReader that read fetches a typical source file whole).
-      let searched = std::fs::File::open(entry.path()).and_then(|file| {
-        searcher.search_reader(
-          &matcher,
-          std::io::BufReader::with_capacity(SEARCH_READ_BYTES, file),
-          &mut sink,
-        )
-      });
-      if searched.is_err() || !sink.matched {
-        return WalkState::Continue;
-      }
-      match req.mode {
-        OutputMode::Content => {
-          let mut c = content_collector.lock().unwrap_or_else(|e| e.into_inner());
-          for m in sink.matches {
-            let line = m.line_number;
-            c.add(&file, line, m);
-          }
-        }
-        OutputMode::Count => {
-          collector
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .add(&file, 0, FileFindings::Count(sink.count))
-        }
-        OutputMode::FilesWithMatches => {
-          collector
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .add(&file, 0, FileFindings::Matched)
-        }
-      }
-      WalkState::Continue
-    })
-  });
-
-  let page = |len: usize| {
-    let from = req.offset.min(len);
-    let to = req
+  let keep = match req.printer {
+    Printer::PathLine { .. } => req.head_limit,
+    _ => req
       .head_limit
       .filter(|&h| h > 0)
-      .map(|h| from.saturating_add(h).min(len))
-      .unwrap_or(len);
-    (from, to)
+      .map(|h| req.offset.saturating_add(h)),
   };
-  let output = match req.mode {
-    OutputMode::Content => {
-      let mut c = content_collector.into_inner().unwrap_or_else(|e| e.into_inner());
-      c.shrink();
-      let (from, to) = page(c.items.len());
-      SearchOutput::Content(c.items.drain(from..to).map(|(_, _, m)| m).collect())
+  let visitor = Visitor {
+    req,
+    matcher: &matcher,
+    show_path: !req.scope.is_file(),
+    collector: Mutex::new(Collector {
+      keep,
+      ..Default::default()
+    }),
+    stop,
+  };
+  let mut first: Vec<Result<ignore::DirEntry, ignore::Error>> = Vec::new();
+  let mut small = true;
+  for entry in walk.build() {
+    first.push(entry);
+    if first.len() > GREP_SEQUENTIAL_WALK_MAX_ENTRIES {
+      small = false;
+      break;
     }
-    mode => {
-      let mut c = collector.into_inner().unwrap_or_else(|e| e.into_inner());
-      c.shrink();
-      let (from, to) = page(c.items.len());
-      let items = c.items.drain(from..to);
-      if mode == OutputMode::Count {
-        SearchOutput::Counts(
-          items
-            .map(|(p, _, f)| {
-              let n = if let FileFindings::Count(n) = f { n } else { 0 };
-              (p.to_string(), n)
+  }
+  if small {
+    let mut searcher = visitor.searcher();
+    for entry in first {
+      if visitor.visit(&mut searcher, entry) == WalkState::Quit {
+        break;
+      }
+    }
+  } else {
+    drop(first);
+    walk.build_parallel().run(|| {
+      let visitor = &visitor;
+      let mut searcher = visitor.searcher();
+      Box::new(move |entry| visitor.visit(&mut searcher, entry))
+    });
+  }
+  let mut c = visitor.collector.into_inner().unwrap_or_else(|e| e.into_inner());
+  c.shrink();
+  let stopped = stop.load(Ordering::Relaxed);
+  let output = match req.printer {
+    Printer::PathLine { .. } => SearchOutput::Lines {
+      lines: c
+        .items
+        .into_iter()
+        .filter_map(|(_, _, i)| match i {
+          Item::Line(t) => Some(t),
+          _ => None,
+        })
+        .collect(),
+      errors: c.errors,
+      total: c.count,
+      bytes: c.bytes,
+    },
+    printer => {
+      let len = c.items.len();
+      let from = req.offset.min(len);
+      let to = req
+        .head_limit
+        .filter(|&h| h > 0)
+        .map(|h| from.saturating_add(h).min(len))
+        .unwrap_or(len);
+      let page = c.items.drain(from..to);
+      match printer {
+        Printer::Content => SearchOutput::Content(
+          page
+            .filter_map(|(_, _, i)| match i {
+              Item::Content(m) => Some(m),
+              _ => None,
             })
             .collect(),
-        )
-      } else {
-        SearchOutput::Files(items.map(|(p, _, _)| p.to_string()).collect())
+        ),
+        Printer::Counts => SearchOutput::Counts(
+          page
+            .map(|(p, _, i)| (p.to_string(), if let Item::Count(n) = i { n } else { 0 }))
+            .collect(),
+        ),
+        _ => SearchOutput::Files(page.map(|(p, _, _)| p.to_string()).collect()),
       }
     }
   };
-  Ok(SearchResult {
-    output,
-    stopped: stop.load(Ordering::Relaxed),
-  })
+  Ok(SearchResult { output, stopped })
 }
 
 #[cfg(test)]
@@ -410,18 +540,19 @@ mod tests {
   }
 
   fn req(d: &Path, pattern: &str, mode: OutputMode) -> SearchRequest {
+    let root = crate::workspace::Workspace::new(d).root().unwrap();
     SearchRequest {
       pattern: pattern.into(),
-      scope: d.to_path_buf(),
+      scope: root.path.clone(),
+      root,
       display: ".".into(),
-      base: d.to_path_buf(),
       glob: None,
       file_type: None,
       case_insensitive: false,
       multiline: false,
       before: 0,
       after: 0,
-      mode,
+      printer: mode,
       offset: 0,
       head_limit: None,
       max_line_length: 2000,
@@ -437,7 +568,7 @@ mod tests {
   fn files_mode_sorted_and_binary_skipped() {
     let d = ws();
     assert_eq!(
-      go(&req(d.path(), "alpha", OutputMode::FilesWithMatches)),
+      go(&req(d.path(), "alpha", Printer::Files)),
       SearchOutput::Files(vec!["./a.txt".into(), "./src/b.rs".into()])
     );
   }
@@ -445,7 +576,7 @@ mod tests {
   #[test]
   fn count_mode_counts_every_match() {
     let d = ws();
-    let mut r = req(d.path(), "alpha", OutputMode::Count);
+    let mut r = req(d.path(), "alpha", Printer::Counts);
     r.case_insensitive = true;
     assert_eq!(
       go(&r),
@@ -456,7 +587,7 @@ mod tests {
   #[test]
   fn content_mode_with_context_and_paging() {
     let d = ws();
-    let mut r = req(d.path(), "alpha", OutputMode::Content);
+    let mut r = req(d.path(), "alpha", Printer::Content);
     r.case_insensitive = true;
     r.before = 1;
     r.after = 1;
@@ -482,7 +613,7 @@ mod tests {
   fn before_only_context_is_not_attached_as_after() {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("f.txt"), "hit\nx\ny\nhit\n").unwrap();
-    let mut r = req(d.path(), "hit", OutputMode::Content);
+    let mut r = req(d.path(), "hit", Printer::Content);
     r.before = 2;
     let SearchOutput::Content(m) = go(&r) else {
       panic!()
@@ -494,20 +625,20 @@ mod tests {
   #[test]
   fn types_globs_multiline_and_errors() {
     let d = ws();
-    let mut r = req(d.path(), "const|fn", OutputMode::FilesWithMatches);
+    let mut r = req(d.path(), "const|fn", Printer::Files);
     r.file_type = Some("js".into());
     assert_eq!(go(&r), SearchOutput::Files(vec!["./src/c.js".into()]));
-    let mut r = req(d.path(), r"beta\nALPHA", OutputMode::Content);
+    let mut r = req(d.path(), r"beta\nALPHA", Printer::Content);
     r.multiline = true;
     let SearchOutput::Content(m) = go(&r) else {
       panic!()
     };
     assert_eq!(m[0].line, "beta\nALPHA gamma");
     assert!(matches!(
-      search(&req(d.path(), "(", OutputMode::Count), &AtomicBool::new(false)),
+      search(&req(d.path(), "(", Printer::Counts), &AtomicBool::new(false)),
       Err(SearchError::Regex(_))
     ));
-    let mut r = req(d.path(), "a", OutputMode::Count);
+    let mut r = req(d.path(), "a", Printer::Counts);
     r.file_type = Some("nosuchtype".into());
     assert!(matches!(
       search(&r, &AtomicBool::new(false)),
@@ -518,9 +649,78 @@ mod tests {
   #[test]
   fn single_file_scope_prints_the_path_as_given() {
     let d = ws();
-    let mut r = req(d.path(), "beta", OutputMode::FilesWithMatches);
-    r.scope = d.path().join("a.txt");
+    let mut r = req(d.path(), "beta", Printer::Files);
+    r.scope = r.root.path.join("a.txt");
     r.display = "a.txt".into();
     assert_eq!(go(&r), SearchOutput::Files(vec!["a.txt".into()]));
+  }
+
+  /// Issue 13: a directory swapped for an outward symlink while the search runs must never let a
+  /// file outside the workspace be read. Without the descriptor-relative open this leaks within a
+  /// few hundred rounds on a busy machine.
+  #[test]
+  fn a_directory_swapped_for_a_symlink_never_leaks_outside_files() {
+    let base = tempfile::tempdir().unwrap();
+    let ws = base.path().join("ws");
+    let outside = base.path().join("outside");
+    std::fs::create_dir_all(ws.join("d")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    for i in 0..20 {
+      std::fs::write(ws.join("d").join(format!("f{i}.txt")), "needle public\n").unwrap();
+      std::fs::write(outside.join(format!("f{i}.txt")), "needle SECRET\n").unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+      let (ws, outside, stop) = (ws.clone(), outside.clone(), stop.clone());
+      std::thread::spawn(move || {
+        let (real, parked) = (ws.join("d"), ws.join("d.real"));
+        while !stop.load(Ordering::Relaxed) {
+          // d: real directory -> symlink to outside -> real directory again.
+          let _ = std::fs::rename(&real, &parked);
+          let _ = std::os::unix::fs::symlink(&outside, &real);
+          std::thread::yield_now();
+          let _ = std::fs::remove_file(&real);
+          let _ = std::fs::rename(&parked, &real);
+          std::thread::yield_now();
+        }
+      })
+    };
+    let mut r = req(&ws, "needle", Printer::Content);
+    r.threads = 1;
+    let mut seen_public = false;
+    for _ in 0..400 {
+      let SearchOutput::Content(m) = go(&r) else {
+        panic!()
+      };
+      assert!(
+        m.iter().all(|m| !m.line.contains("SECRET")),
+        "read outside the workspace: {m:?}"
+      );
+      seen_public |= !m.is_empty();
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(seen_public, "the search never ran on the real directory");
+  }
+
+  /// A FIFO swapped in for a listed file is opened without waiting and skipped.
+  #[test]
+  fn a_fifo_never_hangs_the_search() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("a.txt"), "needle\n").unwrap();
+    let fifo = std::ffi::CString::new(d.path().join("p.txt").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let root = crate::workspace::Workspace::new(d.path()).root().unwrap();
+    assert!(root.open_regular(Path::new("p.txt")).unwrap().is_none());
+    assert!(root.open_regular(Path::new("a.txt")).unwrap().is_some());
+    assert_eq!(
+      go(&req(d.path(), "needle", Printer::Files)),
+      SearchOutput::Files(vec!["./a.txt".into()])
+    );
+    let mut single = req(d.path(), "needle", Printer::Files);
+    single.scope = root.path.join("p.txt");
+    single.display = "p.txt".into();
+    assert_eq!(go(&single), SearchOutput::Files(vec![]));
   }
 }

@@ -25,6 +25,22 @@ pub struct Root {
   dir: OwnedFd,
 }
 
+impl Root {
+  /// Opens `rel` (relative to the root) for reading without ever leaving the root
+  /// (`openat2(RESOLVE_BENEATH)`, or the `O_NOFOLLOW` walk), following no final symlink
+  /// (`O_NOFOLLOW`) and never waiting (`O_NONBLOCK`: a FIFO swapped in opens at once). `None` for
+  /// anything but a regular file (checked with `fstat` on the descriptor, not on the path).
+  pub fn open_regular(&self, rel: &Path) -> io::Result<Option<File>> {
+    let fd = open_beneath(
+      self,
+      rel,
+      libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+      0,
+    )?;
+    Ok((fd_kind(&fd) == Some(libc::S_IFREG)).then(|| File::from(fd)))
+  }
+}
+
 /// A candidate path after the boundary check.
 #[derive(Debug, Clone)]
 pub struct Resolved {

@@ -2,81 +2,32 @@
 //! `durableToolIdempotencyKey`).
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+
+pub use crate::canonical::sha256_hex;
+use crate::canonical::{canonical_json_bounded, Bounds};
 
 use crate::limits::{DURABLE_MAX_ARGUMENT_BYTES, DURABLE_MAX_VALUE_DEPTH, DURABLE_MAX_VALUE_NODES};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CanonicalError(pub String);
 
-/// Keys sorted recursively, no whitespace, `-0` as `0`. Depth and node limits apply; JSON values
-/// cannot hold cycles, functions or non-finite numbers (the JS layer refuses those before here).
+/// Keys sorted recursively, no whitespace, `-0` as `0` ([`crate::canonical`]). Depth and node
+/// limits apply; JSON values cannot hold cycles, functions or non-finite numbers (the JS layer
+/// refuses those before here).
 pub fn canonical_json(v: &Value) -> Result<String, CanonicalError> {
-  let mut out = String::new();
-  let mut nodes = 0usize;
-  write(v, 0, &mut nodes, &mut out)?;
-  Ok(out)
-}
-
-fn write(v: &Value, depth: usize, nodes: &mut usize, out: &mut String) -> Result<(), CanonicalError> {
-  *nodes += 1;
-  if depth > DURABLE_MAX_VALUE_DEPTH || *nodes > DURABLE_MAX_VALUE_NODES {
-    return Err(CanonicalError("cave_durable_value_limit".into()));
-  }
-  match v {
-    Value::Object(map) => {
-      let mut keys: Vec<&String> = map.keys().collect();
-      keys.sort();
-      out.push('{');
-      for (i, k) in keys.iter().enumerate() {
-        if i > 0 {
-          out.push(',');
-        }
-        out.push_str(&Value::String((*k).clone()).to_string());
-        out.push(':');
-        write(&map[*k], depth + 1, nodes, out)?;
+  let bounds = Bounds {
+    max_depth: DURABLE_MAX_VALUE_DEPTH,
+    max_nodes: DURABLE_MAX_VALUE_NODES,
+  };
+  canonical_json_bounded(v, bounds).map_err(|e| {
+    CanonicalError(
+      match e {
+        crate::canonical::CanonicalError::Limit => "cave_durable_value_limit",
+        crate::canonical::CanonicalError::NotJson => "cave_durable_value_not_json",
       }
-      out.push('}');
-    }
-    Value::Array(items) => {
-      out.push('[');
-      for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-          out.push(',');
-        }
-        write(item, depth + 1, nodes, out)?;
-      }
-      out.push(']');
-    }
-    Value::Number(n) => {
-      if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
-        if !f.is_finite() {
-          return Err(CanonicalError("cave_durable_value_not_json".into()));
-        }
-        out.push_str(&js_number(f));
-      } else {
-        out.push_str(&n.to_string());
-      }
-    }
-    other => out.push_str(&other.to_string()),
-  }
-  Ok(())
-}
-
-/// `JSON.stringify` of a double: integers without a fraction, `-0` as `0`.
-fn js_number(f: f64) -> String {
-  if f == 0.0 {
-    return "0".into();
-  }
-  if f.fract() == 0.0 && f.abs() < 1e21 {
-    return format!("{}", f as i128);
-  }
-  let s = format!("{f}");
-  s
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-  Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+      .into(),
+    )
+  })
 }
 
 /// `durableToolArgsSHA256`: SHA-256 of the canonical arguments, at most 1 MiB.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::budget::{catalog_price, round10, Admission, Denomination, Meter, Price, Usage};
@@ -16,7 +15,8 @@ use super::journaling::{error_code, DurableRun, ToolIdentity, ToolPlan};
 use super::receipt::{BreakerEvent, Receipt, ReceiptCall};
 use super::schema::{coerce, stable_stringify, validate};
 use super::spec::{AgentSpec, OptionError, RunLimits, RunOptionsSpec, ToolRuntime, ToolSpec};
-use crate::durable::canonical::{child_path, sha256_hex as digest_hex};
+use crate::canonical::sha256_hex;
+use crate::durable::canonical::child_path;
 use crate::durable::journal::{analyze, Expected, Journal, JournalState, PriorTotals, ResumeState};
 use crate::durable::store::DurableStore;
 use crate::durable::{run_id_error, valid_run_id, DurableError};
@@ -92,11 +92,6 @@ fn now_ms() -> u64 {
     .duration_since(UNIX_EPOCH)
     .map(|d| d.as_millis() as u64)
     .unwrap_or(0)
-}
-
-fn sha256_hex(s: &str) -> String {
-  let digest = Sha256::digest(s.as_bytes());
-  digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Runs `agent` to completion. `Ok` is the `RunResult` JSON.
@@ -262,7 +257,7 @@ pub fn definition_sha256(agent_json: &Value) -> String {
     }
   }
   let canonical = crate::durable::canonical::canonical_json(&strip(agent_json)).unwrap_or_default();
-  digest_hex(canonical.as_bytes())
+  sha256_hex(canonical.as_bytes())
 }
 
 /// Loads and checks the journal; writes `run_started` (fresh) or `resumed` (pending).
@@ -282,7 +277,7 @@ async fn open_journal(
     .to_string();
   let budget_max = meter.as_ref().map(|m| m.max);
   let budget_sha256 = match &options.budget {
-    Some(b) => digest_hex(
+    Some(b) => sha256_hex(
       stable_stringify(&serde_json::to_value(BudgetDigest::from(b)).unwrap_or_default()).as_bytes(),
     ),
     None => "none".to_string(),

@@ -12,6 +12,7 @@ use crate::error::{Caveman, ToolError};
 use crate::exec::ExecRequest;
 use crate::limits::{BASH_TIMEOUT_MS, PROCESS_CAPTURE_MAX_BYTES};
 use crate::text;
+use crate::truncate::utf16_prefix;
 
 /// The only variables a command sees (`buildCodingProcessEnv`, local backend): never the
 /// caller's API keys.
@@ -130,18 +131,6 @@ pub(crate) fn combine(stdout: &[u8], stderr: &[u8]) -> String {
   }
   out.push_str(&err);
   out
-}
-
-/// `String.prototype.slice(0, n)` counts UTF-16 code units.
-pub(crate) fn utf16_prefix(s: &str, units: usize) -> &str {
-  let mut used = 0;
-  for (i, c) in s.char_indices() {
-    used += c.len_utf16();
-    if used > units {
-      return &s[..i];
-    }
-  }
-  s
 }
 
 fn format_ms(ms: f64) -> String {

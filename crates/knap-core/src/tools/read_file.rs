@@ -11,7 +11,8 @@ use super::args::Args;
 use super::{aborted, blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::{cap_tool_output, CapRequest, Direction};
 use crate::error::{Caveman, ToolError};
-use crate::limits::{READ_CHUNK_BYTES, STORE_ENTRY_MAX_BYTES};
+use crate::limits::STORE_ENTRY_MAX_BYTES;
+use crate::lines::{scan, LineSink, LossyDecoder};
 
 pub(super) async fn run(
   tools: &ShellTools,
@@ -80,13 +81,24 @@ pub(crate) struct Numbered {
   pub total: usize,
 }
 
-struct Sink {
+/// The `read_file` printer over the one line reader: lines `offset..offset+limit` (1-based) as
+/// `<n>\t<line>` joined by `\n`, decoded as UTF-8 (invalid bytes become U+FFFD, as Node's
+/// decoder does); the first `keep` bytes are kept, all of them counted.
+struct NumberedSink<'a> {
+  offset: u64,
+  end: Option<u64>,
   kept: Vec<u8>,
   keep: usize,
   total: usize,
+  /// Whether the current line's `<n>\t` was written.
+  line_open: bool,
+  decoder: LossyDecoder,
+  decoded: String,
+  cancel: &'a CancellationToken,
+  cancelled: bool,
 }
 
-impl Sink {
+impl NumberedSink<'_> {
   fn push(&mut self, s: &[u8]) {
     self.total += s.len();
     let room = self.keep.saturating_sub(self.kept.len());
@@ -94,109 +106,87 @@ impl Sink {
       self.kept.extend_from_slice(&s[..room.min(s.len())]);
     }
   }
+
+  fn selected(&self, line: u64) -> bool {
+    line >= self.offset && self.end.is_none_or(|e| line < e)
+  }
+
+  fn open(&mut self, line: u64) {
+    if !self.line_open {
+      if line > self.offset {
+        self.push(b"\n");
+      }
+      self.push(format!("{line}\t").as_bytes());
+      self.line_open = true;
+    }
+  }
+
+  fn flush(&mut self) {
+    let text = std::mem::take(&mut self.decoded);
+    self.push(text.as_bytes());
+    self.decoded = text;
+    self.decoded.clear();
+  }
 }
 
-/// Streams `reader`, decodes it as UTF-8 (invalid bytes become U+FFFD, as Node's decoder does),
-/// and renders lines `offset..offset+limit` as `<n>\t<line>` joined by `\n`.
+impl LineSink for NumberedSink<'_> {
+  fn chunk(&mut self, _bytes: &[u8]) -> bool {
+    self.cancelled = self.cancel.is_cancelled();
+    !self.cancelled
+  }
+
+  fn piece(&mut self, line: u64, bytes: &[u8]) -> bool {
+    let n = line + 1;
+    if self.selected(n) {
+      self.open(n);
+      self.decoder.push(bytes, &mut self.decoded);
+      self.flush();
+    }
+    true
+  }
+
+  fn end_line(&mut self, line: u64) -> bool {
+    let n = line + 1;
+    if self.selected(n) {
+      self.open(n);
+      self.decoder.finish(&mut self.decoded);
+      self.flush();
+    }
+    self.line_open = false;
+    // Past the selected range: the rest need not be read.
+    self.end.is_none_or(|e| n + 1 < e)
+  }
+}
+
+/// Streams `reader` and renders lines `offset..offset+limit` as `<n>\t<line>` joined by `\n`.
 pub(crate) fn number_lines(
-  mut reader: impl Read,
+  reader: impl Read,
   offset: u64,
   limit: Option<u64>,
   keep: usize,
   cancel: &CancellationToken,
   read_error: &dyn Fn(std::io::Error) -> ToolError,
 ) -> Result<Numbered, ToolError> {
-  let end = limit.map(|l| offset.saturating_add(l));
-  let mut sink = Sink {
+  let mut sink = NumberedSink {
+    offset,
+    end: limit.map(|l| offset.saturating_add(l)),
     kept: Vec::with_capacity(keep.min(64 * 1024)),
     keep,
     total: 0,
+    line_open: false,
+    decoder: LossyDecoder::default(),
+    decoded: String::new(),
+    cancel,
+    cancelled: false,
   };
-  let mut line: u64 = 1;
-  let mut line_open = false; // whether the current selected line's prefix was written
-  let mut carry: Vec<u8> = Vec::new();
-  let mut buf = vec![0u8; READ_CHUNK_BYTES];
-  let mut decoded = String::new();
-  let selected = |n: u64| n >= offset && end.is_none_or(|e| n < e);
-
-  let emit = |text: &str, line: &mut u64, line_open: &mut bool, sink: &mut Sink| -> bool {
-    // Returns false once past the selected range.
-    let mut rest = text;
-    loop {
-      if end.is_some_and(|e| *line >= e) {
-        return false;
-      }
-      let (piece, newline) = match rest.find('\n') {
-        Some(i) => (&rest[..i], true),
-        None => (rest, false),
-      };
-      if selected(*line) {
-        if !*line_open {
-          if *line > offset {
-            sink.push(b"\n");
-          }
-          sink.push(format!("{line}\t").as_bytes());
-          *line_open = true;
-        }
-        sink.push(piece.as_bytes());
-      }
-      if !newline {
-        return true;
-      }
-      *line += 1;
-      *line_open = false;
-      rest = &rest[piece.len() + 1..];
-    }
-  };
-
-  loop {
-    if cancel.is_cancelled() {
-      return Err(aborted());
-    }
-    let n = match reader.read(&mut buf) {
-      Ok(n) => n,
-      Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-      Err(e) => return Err(read_error(e)),
-    };
-    let eof = n == 0;
-    carry.extend_from_slice(&buf[..n]);
-    decoded.clear();
-    let consumed = decode_lossy(&carry, eof, &mut decoded);
-    carry.drain(..consumed);
-    if !emit(&decoded, &mut line, &mut line_open, &mut sink) {
-      break;
-    }
-    if eof {
-      // The last line (possibly empty) still counts: "a\nb\n" has a third, empty line.
-      emit("", &mut line, &mut line_open, &mut sink);
-      break;
-    }
+  scan(reader, &mut sink).map_err(read_error)?;
+  if sink.cancelled {
+    return Err(aborted());
   }
   Ok(Numbered {
     kept: sink.kept,
     total: sink.total,
   })
-}
-
-/// Appends the decodable part of `bytes` to `out` and returns how many bytes it consumed. An
-/// incomplete sequence at the end is left for the next chunk unless `eof`.
-fn decode_lossy(bytes: &[u8], eof: bool, out: &mut String) -> usize {
-  let mut consumed = 0;
-  for chunk in bytes.utf8_chunks() {
-    out.push_str(chunk.valid());
-    consumed += chunk.valid().len();
-    let invalid = chunk.invalid();
-    if invalid.is_empty() {
-      continue;
-    }
-    let at_end = consumed + invalid.len() == bytes.len();
-    if at_end && !eof && invalid.len() < 4 {
-      return consumed;
-    }
-    out.push('\u{FFFD}');
-    consumed += invalid.len();
-  }
-  consumed
 }
 
 #[cfg(test)]

@@ -31,6 +31,23 @@ export declare class NativeDiskStore {
   list(): Promise<Array<string>>
 }
 
+/** The per-call ledger of one running cell. */
+export declare class NativeProgramCell {
+  constructor(tools: NativeProgramTools)
+  /**
+   * Admits one nested call: `null` when it may be dispatched, else the error code (which is
+   * also the message the cell sees).
+   */
+  admit(name: string, argsJson: string): string | null
+}
+
+/** The nested tools of one programmatic runtime. */
+export declare class NativeProgramTools {
+  constructor(tools: Array<BindingProgramTool>)
+  /** The cell tool's description (head line, then each tool as comments and a declaration). */
+  description(): string
+}
+
 export declare class NativeRun {
   constructor()
   /** Answers request `id` (a model turn or a JS tool call): `ok` with its text, or the error message. */
@@ -111,6 +128,29 @@ export declare class NativeShellTools {
  */
 export declare function awaitPolicyAnswer(answer: Promise<string>, timeoutMs?: number | undefined | null): Promise<BindingDecision>
 
+export interface BindingCodingLimits {
+  capReadFile: number
+  capGrep: number
+  capBash: number
+  capWriteFile: number
+  capEditFile: number
+  capReadToolOutput: number
+  breakerRepeatedToolCalls: number
+  breakerRepeatedWindowTurns: number
+  breakerNoProgressTurns: number
+  breakerMaxToolCallsPerTurn: number
+  programMaxToolCallsPerCell: number
+  programSyncTimeoutMs: number
+  programTimeoutMs: number
+  programToolTimeoutMs: number
+  programSourceMaxBytes: number
+  programOutputMaxBytes: number
+  programSettleMs: number
+  programWorkerOldGenerationMb: number
+  programWorkerYoungGenerationMb: number
+  programWorkerStackMb: number
+}
+
 /**
  * `decideToolCall`'s outcome: `allow`, `deny` (with `reason`), or `error` (with `code` and,
  * for `cave_tool_policy_failed`, the `cause` message).
@@ -146,6 +186,15 @@ export interface BindingKernelStats {
   toolExecNs: number
   /** Whether this addon is a debug build (timings from one are not representative). */
   debugBuild: boolean
+}
+
+/** One tool a cell may call, as `createProgrammaticToolRuntime` passes it. */
+export interface BindingProgramTool {
+  name: string
+  description: string
+  /** JSON Schema of the input, as JSON text. */
+  inputJson: string
+  allowRepeat: boolean
 }
 
 export interface BindingReadOptions {
@@ -221,6 +270,12 @@ export interface BindingToolSpec {
   inputJson: string
 }
 
+/**
+ * `capOutput(text, maxBytes)` of `shell-tools.ts`: the first `maxBytes` bytes and the
+ * `[caveman-code: output capped at …]` marker when the text is longer.
+ */
+export declare function capOutput(text: string, maxBytes: number): string
+
 export declare function catalogContextWindow(provider: string, id: string): number | null
 
 /** USD per million tokens. */
@@ -275,6 +330,15 @@ export interface CatalogUsage {
   cacheWrite?: number
 }
 
+/**
+ * `null` when the cell source may run, else `cave_program_source_required` /
+ * `cave_program_source_limit`.
+ */
+export declare function checkProgramSource(code?: string | undefined | null): string | null
+
+/** The limits the JS layer of `knap/code` needs, from `knap_core::limits` (one place). */
+export declare function codingLimits(): BindingCodingLimits
+
 /** The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS. */
 export declare const DURABLE_MAX_JOURNAL_BYTES: number
 
@@ -296,6 +360,9 @@ export declare function kernelStats(): BindingKernelStats
 
 /** Three-tier model-id matching: the index of the candidate `model` resolves to, or `undefined`. */
 export declare function matchModelId(model: string, candidates: Array<string>): number | null
+
+/** The cell's result text: printed lines, else the formatted return value, else `ok`; capped. */
+export declare function programCellOutput(printed: Array<string>, returned?: string | undefined | null): string
 
 export declare function staticContextDiagnostics(agentJson: string): BindingStaticContext
 

@@ -66,10 +66,15 @@ function inputJsonSchema(input, options) {
   return JSON.parse(JSON.stringify(input ?? { type: "object", properties: {} }));
 }
 
+/** Throws `caveman agent: invalid tool name "<name>"` unless `name` is a valid tool name. */
+export function assertToolName(name) {
+  if (typeof name !== "string" || !TOOL_NAME.test(name)) fail(`invalid tool name ${JSON.stringify(name)}`);
+}
+
 export function tool(options) {
   if (!options || typeof options !== "object") fail("tool options are required");
   const { name, description, effect } = options;
-  if (typeof name !== "string" || !TOOL_NAME.test(name)) fail(`invalid tool name ${JSON.stringify(name)}`);
+  assertToolName(name);
   if (typeof description !== "string") fail(`tool ${JSON.stringify(name)} needs a description`);
   if (!EFFECTS.has(effect)) fail(`unknown tool effect ${JSON.stringify(effect)}`);
   if (options.speculative && effect !== "read") fail("speculative tool must be read-only");

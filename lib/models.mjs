@@ -61,9 +61,16 @@ export async function builtinModels(internals = {}) {
   return loadPiAi('resolving a "provider/id" model', internals.importPiAi);
 }
 
+/**
+ * A `RunOptions.models` catalog may carry `[MODELS_READY]()`: awaited before its first lookup, so
+ * a catalog can load lazily (knap/code's `codingModelsAtProviderBaseURL` over pi-ai's).
+ */
+export const MODELS_READY = Symbol.for("knap.models.ready");
+
 async function catalog(runOptions, internals) {
   const models = runOptions?.models;
   if (models !== undefined && models !== null) {
+    if (typeof models[MODELS_READY] === "function") await models[MODELS_READY]();
     if (typeof models.getModel !== "function") throw new TypeError("caveman agent: RunOptions.models must have getModel(provider, id)");
     return models;
   }

@@ -194,13 +194,18 @@ export function stream(definition, input, options = {}) {
   return startRun(definition, input, options, false);
 }
 
-function startRun(definition, input, options, quiet) {
-  options = options ?? {};
+/** Throws `cave_internal_run_option` when `options` carries an option only Cave Build may set. */
+export function rejectInternalRunOptions(options) {
   for (const key of INTERNAL_OPTIONS) {
-    if (key in options) {
+    if (options && key in options) {
       throw new Error("cave_internal_run_option: Cave Build execution is available through caveman-agent dev/build after lock validation");
     }
   }
+}
+
+function startRun(definition, input, options, quiet) {
+  options = options ?? {};
+  rejectInternalRunOptions(options);
   if (definition?.kind !== "agent") throw new Error("caveman agent: run needs an agent() definition");
   const content = userContent(input);
   return runEvents(definition, content, options, quiet, input);

@@ -28,9 +28,17 @@ export function httpExecutionBackend(options = {}) {
   return Object.freeze({ id: "http", url: parsed.href.replace(/\/$/, ""), token, fetch: options.fetch });
 }
 
+/** Set only by `localExecutionBackend()`: an object with `id: "local"` alone is not local. */
+export const LOCAL_BACKEND = Symbol.for("knap.localExecutionBackend");
+
 /** The local execution backend (the only one this version runs). */
 export function localExecutionBackend() {
-  return Object.freeze({ id: "local" });
+  return Object.freeze({ id: "local", [LOCAL_BACKEND]: true });
+}
+
+/** True for `undefined` (the default) and for what `localExecutionBackend()` returns. */
+export function isLocalBackend(backend) {
+  return backend === undefined || backend?.[LOCAL_BACKEND] === true;
 }
 
 /**

@@ -5,6 +5,7 @@ mod ai_sdk;
 mod catalog;
 mod durable;
 mod kernel;
+mod code;
 mod policy;
 mod shell_tools;
 
@@ -12,6 +13,7 @@ pub use ai_sdk::*;
 pub use catalog::*;
 pub use durable::*;
 pub use kernel::*;
+pub use code::*;
 pub use policy::*;
 pub use shell_tools::*;
 

@@ -14,6 +14,7 @@ pub mod kernel;
 pub mod limits;
 pub mod lines;
 pub mod policy;
+pub mod program;
 pub mod sandbox;
 pub mod schema;
 pub mod search;

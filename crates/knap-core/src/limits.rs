@@ -88,3 +88,28 @@ pub const DURABLE_LIST_FIRST_LINE_BYTES: usize = 64 * 1024;
 pub const DURABLE_LOCK_SETTLE: Duration = Duration::from_secs(10);
 /// `owner.json` bytes read when judging a lock.
 pub const DURABLE_LOCK_OWNER_MAX_BYTES: usize = 4096;
+
+/// Programmatic tool cells (`caveman_code`, `programmatic-tools.ts`).
+/// Nested tool calls one cell may make.
+pub const PROGRAM_MAX_TOOL_CALLS_PER_CELL: u32 = 8;
+/// The same tool with the same canonical arguments, more often than this in one cell, is refused
+/// (unless the tool sets `allowRepeat`).
+pub const PROGRAM_MAX_REPEATED_CALLS: u32 = 3;
+/// The cell's synchronous part (the vm script run) and the whole cell.
+pub const PROGRAM_SYNC_TIMEOUT_MS: u64 = 2_000;
+pub const PROGRAM_TIMEOUT_MS: u64 = 120_000;
+/// The kernel's deadline for the cell tool itself.
+pub const PROGRAM_TOOL_TIMEOUT_MS: u64 = 125_000;
+/// Source text of one cell, UTF-8 bytes.
+pub const PROGRAM_SOURCE_MAX_BYTES: usize = 65_536;
+/// Cell output: above this, the first and last `PROGRAM_OUTPUT_EDGE_BYTES` around a marker.
+pub const PROGRAM_OUTPUT_MAX_BYTES: usize = 24_576;
+pub const PROGRAM_OUTPUT_EDGE_BYTES: usize = 12_288;
+/// After a failed cell, admitted nested calls get this long to settle.
+pub const PROGRAM_SETTLE_MS: u64 = 1_000;
+/// The cell's Worker: V8 heap and stack limits.
+pub const PROGRAM_WORKER_OLD_GENERATION_MB: u32 = 64;
+pub const PROGRAM_WORKER_YOUNG_GENERATION_MB: u32 = 16;
+pub const PROGRAM_WORKER_STACK_MB: u32 = 4;
+/// Type rendering in the cell tool's description stops at this depth (`unknown`).
+pub const PROGRAM_TYPE_MAX_DEPTH: usize = 5;

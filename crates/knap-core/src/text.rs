@@ -62,3 +62,14 @@ pub fn grep_matches_limited() -> String {
 
 pub const GREP_NO_MATCHES: &str = "no matches";
 pub const BASH_NO_OUTPUT: &str = "(no output)";
+
+/// Programmatic cells: the first line of the cell tool's description.
+pub const PROGRAM_DESCRIPTION_HEAD: &str = "Bounded async JS cell. Tools are direct functions and under tools.";
+/// What a cell that printed and returned nothing reports.
+pub const PROGRAM_EMPTY_OUTPUT: &str = "ok";
+
+/// The marker between the head and tail of an over-long cell output (always `caveman_code`,
+/// whatever the cell tool is called).
+pub fn program_truncated_marker(total_bytes: usize) -> String {
+  format!("\n... caveman_code output truncated ({total_bytes} bytes) ...\n")
+}

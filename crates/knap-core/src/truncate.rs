@@ -46,6 +46,16 @@ pub fn utf16_suffix(s: &str, units: usize) -> &str {
   s
 }
 
+/// The first and last `edge` bytes of `text` around `marker` (byte cuts; a split character
+/// becomes U+FFFD), as the programmatic cell's output cap does. `text` must be longer than
+/// `2 * edge`.
+pub fn head_tail_bytes(text: &str, edge: usize, marker: &str) -> String {
+  let bytes = text.as_bytes();
+  let head = String::from_utf8_lossy(&bytes[..edge]);
+  let tail = String::from_utf8_lossy(&bytes[bytes.len() - edge..]);
+  format!("{head}{marker}{tail}")
+}
+
 /// bashkit's `middleTruncate` over a whole text: unchanged when it fits, else the first half and
 /// the last half around `…K chars truncated…`, after a `[Total output lines: N]` header.
 pub fn middle_truncate(text: &str, max_units: usize) -> String {

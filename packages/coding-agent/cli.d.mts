@@ -1,0 +1,1 @@
+export * from "@caveman-ai/agent/code/cli";

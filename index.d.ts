@@ -31,6 +31,22 @@ export declare class NativeDiskStore {
   list(): Promise<Array<string>>
 }
 
+/** A core execution backend, for `localExecutionBackend()` and for `shellTools()`. */
+export declare class NativeExecutionBackend {
+  /** This host's backend. */
+  constructor()
+  /** A JS object's `exec`/`readFile`/`writeFile` as a backend the Rust tools call. */
+  static fromJs(id: string, exec: JsBackendExecFn, readFile: JsBackendReadFn, writeFile: JsBackendWriteFn, abort: JsBackendAbortFn): NativeExecutionBackend
+  get id(): string
+  get local(): boolean
+  /** `exec(request)`: the reference's result shape, built in JS from this. */
+  exec(request: BindingExecRequest, cancel?: CancelToken | undefined | null): Promise<BindingBackendExecResult>
+  readFile(path: string, maxBytes?: number | undefined | null): Promise<Buffer>
+  writeFile(path: string, data: Buffer): Promise<void>
+  /** Kills every command still running on this (local) backend; later calls are refused. */
+  close(): void
+}
+
 /** The per-call ledger of one running cell. */
 export declare class NativeProgramCell {
   constructor(tools: NativeProgramTools)
@@ -114,7 +130,7 @@ export declare class NativeSandbox {
 
 export declare class NativeShellTools {
   /** Throws `cave_shell_tool_unknown:<name>` / `cave_shell_tool_duplicate:<name>` with that code. */
-  constructor(options: BindingShellToolsOptions)
+  constructor(options: BindingShellToolsOptions, backend?: NativeExecutionBackend | undefined | null)
   /** The id the kernel uses to run these tools natively. */
   get id(): number
   specs(): Array<BindingToolSpec>
@@ -127,6 +143,28 @@ export declare class NativeShellTools {
  * (`TOOL_POLICY_TIMEOUT_MS` unless `timeoutMs`), then judges it.
  */
 export declare function awaitPolicyAnswer(answer: Promise<string>, timeoutMs?: number | undefined | null): Promise<BindingDecision>
+
+/** An `ExecResult`; `code` is `null` when the process died of a signal or was stopped. */
+export interface BindingBackendExecResult {
+  stdout: string
+  stderr: string
+  code?: number
+  timedOut: boolean
+  truncated: boolean
+  startFailed?: boolean
+}
+
+/**
+ * How a JS backend call settled. The JS side never rejects: a thrown error arrives as
+ * `ok: false` with its `code` and `message`, so `ENOENT`/`EISDIR` keep their meaning in Rust.
+ */
+export interface BindingBackendReply {
+  ok: boolean
+  code?: string
+  message?: string
+  exec?: BindingBackendExecResult
+  data?: Buffer
+}
 
 export interface BindingCodingLimits {
   capReadFile: number
@@ -162,6 +200,16 @@ export interface BindingDecision {
   cause?: string
 }
 
+/** An `ExecRequest` without its `signal` (cancellation crosses separately). */
+export interface BindingExecRequest {
+  command: string
+  args: Array<string>
+  cwd: string
+  env: Record<string, string>
+  timeoutMs: number
+  maxOutputBytes: number
+}
+
 export interface BindingExecResult {
   stdout: string
   stderr: string
@@ -172,6 +220,22 @@ export interface BindingExecResult {
   aborted: boolean
   /** A stream went over `maxOutputLength` and was middle-truncated. */
   truncated: boolean
+}
+
+/** What Rust asks a JS backend's `exec`: `callId` names the call for `abort(callId)`. */
+export interface BindingJsExecCall {
+  callId: number
+  request: BindingExecRequest
+}
+
+export interface BindingJsReadCall {
+  path: string
+  maxBytes?: number
+}
+
+export interface BindingJsWriteCall {
+  path: string
+  data: Buffer
 }
 
 /**
@@ -341,6 +405,22 @@ export declare function codingLimits(): BindingCodingLimits
 
 /** The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS. */
 export declare const DURABLE_MAX_JOURNAL_BYTES: number
+
+export declare const HTTP_BACKEND_CANCEL_TIMEOUT_MS: number
+
+/** `httpExecutionBackend`'s response caps and `/cancel` timeout (knap-core's limits). */
+export declare const HTTP_BACKEND_RESPONSE_MAX_BYTES: number
+
+export declare const HTTP_BACKEND_RESPONSE_SLACK_BYTES: number
+
+/** `abort(callId)`: aborts the `AbortSignal` the JS `exec` call was given. Must not throw. */
+export type JsBackendAbortFn = ((arg: number) => void)
+
+export type JsBackendExecFn = ((arg: BindingJsExecCall) => Promise<BindingBackendReply>)
+
+export type JsBackendReadFn = ((arg: BindingJsReadCall) => Promise<BindingBackendReply>)
+
+export type JsBackendWriteFn = ((arg: BindingJsWriteCall) => Promise<BindingBackendReply>)
 
 /**
  * A run's dispatcher, `(messageJson: string) => string | Promise<string>`: the one weak

@@ -63,11 +63,11 @@ test("memory() validates as the reference; the engine entry points say they are 
   assert.throws(() => knap.createMemoryEngine(), { code: "cave_memory_engine_unsupported" });
 });
 
-test("httpExecutionBackend validates its options; shellTools runs on the local backend only", () => {
+test("httpExecutionBackend validates its options; shellTools runs on it", () => {
   assert.throws(() => httpExecutionBackend({ token: "t" }), { code: "cave_execution_backend_http_url_required" });
   assert.throws(() => httpExecutionBackend({ url: "https://x.test" }), { code: "cave_execution_backend_http_token_required" });
   assert.throws(() => httpExecutionBackend({ url: "http://example.com", token: "t" }), { code: "cave_execution_backend_http_insecure_url" });
   const backend = httpExecutionBackend({ url: "http://127.0.0.1:9/", token: "t" });
   assert.equal(backend.id, "http");
-  assert.throws(() => shellTools({ workspace: "/tmp", executionBackend: backend }), { code: "cave_execution_backend_unsupported" });
+  assert.equal(shellTools({ workspace: "/tmp", executionBackend: backend }).length, 6);
 });

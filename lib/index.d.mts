@@ -12,14 +12,14 @@ export type ToolEffect = "read" | "write" | "idempotent" | "external";
 export type ToolResultPolicy = "auto" | "inline" | "page" | "compress" | "exact_ccr";
 export type ShellToolName = "bash" | "read_file" | "grep" | "write_file" | "edit_file" | "read_tool_output";
 
-export interface ExecutionBackend {
-  readonly id: string;
-}
+import type { ExecutionBackend } from "./execution-backend.mjs";
+export type { ExecRequest, ExecResult, ExecutionBackend, HttpExecutionBackendOptions } from "./execution-backend.mjs";
+export { localExecutionBackend, httpExecutionBackend } from "./execution-backend.mjs";
 
 export interface ShellToolsOptions {
   /** Tools refuse paths outside it (canonicalized on first use). */
   workspace: string;
-  /** Only the local backend runs in this version. */
+  /** Where the tools run (default this host); any object with exec/readFile/writeFile. */
   executionBackend?: ExecutionBackend;
   /** Which tools, in this order; default all six. */
   tools?: readonly ShellToolName[];
@@ -53,9 +53,6 @@ export interface ToolDefinition<TInput = any, TResult = unknown> {
 }
 
 export declare function shellTools(options: ShellToolsOptions): ToolDefinition<any, string>[];
-export declare function localExecutionBackend(): ExecutionBackend;
-/** Validated as the reference does; knap's shell tools refuse non-local backends (`cave_execution_backend_unsupported`). */
-export declare function httpExecutionBackend(options: { url: string; token: string; fetch?: typeof fetch }): ExecutionBackend;
 export declare const NATIVE_TOOL: unique symbol;
 
 export interface ToolCallPolicyInput {

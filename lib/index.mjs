@@ -1,5 +1,6 @@
 // knap: the public JS surface of @caveman-ai/agent, over a Rust engine.
-export { TOOL_POLICY_TIMEOUT_MS, NATIVE_TOOL, localExecutionBackend, httpExecutionBackend, shellTools, decideToolCall } from "./shell-tools.mjs";
+export { TOOL_POLICY_TIMEOUT_MS, NATIVE_TOOL, shellTools, decideToolCall } from "./shell-tools.mjs";
+export { localExecutionBackend, httpExecutionBackend } from "./backends.mjs";
 export {
   agent,
   tool,

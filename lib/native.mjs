@@ -94,13 +94,18 @@ export function deepFreeze(value) {
 }
 
 /**
- * Async native exports reject with `knap:<code>:<message>` (napi's async errors carry no custom
- * code); this turns that back into an Error with `.code`.
+ * Async native exports reject with `knap:{"code":…,"message":…}` (napi's async errors carry no
+ * custom code); this turns that back into an Error with `.code`.
  */
 export function decodeNativeError(error) {
-  const m = typeof error?.message === "string" ? /^knap:([^:]*):([\s\S]*)$/.exec(error.message) : null;
-  if (!m) return error;
-  return codedError(m[1], m[2]);
+  const text = typeof error?.message === "string" ? error.message : "";
+  if (!text.startsWith("knap:{")) return error;
+  try {
+    const { code, message } = JSON.parse(text.slice(5));
+    return codedError(code, message);
+  } catch {
+    return error;
+  }
 }
 
 /** Awaits a native promise, decoding its rejection. */

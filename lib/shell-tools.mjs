@@ -1,45 +1,17 @@
 // The six workspace tools and the tool-policy evaluator, as plain JS objects over the Rust engine.
 import { native, codedError, abortError, cancelTokenFor, rethrowNative, encodeDecision, deepFreeze } from "./native.mjs";
+import { isLocalExecutionBackend, nativeBackendFor } from "./backends.mjs";
 
 export const TOOL_POLICY_TIMEOUT_MS = native.TOOL_POLICY_TIMEOUT_MS;
 
 /** Marks tool objects built by `shellTools()` so the Rust kernel can dispatch them natively. */
 export const NATIVE_TOOL = Symbol.for("knap.nativeTool");
 
-/**
- * `httpExecutionBackend({ url, token, fetch? })`, validated as the reference does. knap's shell
- * tools run on the local backend only, so `shellTools()` refuses it with
- * `cave_execution_backend_unsupported`.
- */
-export function httpExecutionBackend(options = {}) {
-  const { url, token } = options;
-  if (typeof url !== "string" || url === "") throw codedError("cave_execution_backend_http_url_required");
-  if (typeof token !== "string" || token === "") throw codedError("cave_execution_backend_http_token_required");
-  let parsed;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw codedError("cave_execution_backend_http_url_required");
-  }
-  const loopback = ["localhost", "127.0.0.1", "[::1]", "::1"].includes(parsed.hostname);
-  if (parsed.protocol !== "https:" && !(parsed.protocol === "http:" && loopback)) {
-    throw codedError("cave_execution_backend_http_insecure_url");
-  }
-  return Object.freeze({ id: "http", url: parsed.href.replace(/\/$/, ""), token, fetch: options.fetch });
-}
-
-/** Set only by `localExecutionBackend()`: an object with `id: "local"` alone is not local. */
-export const LOCAL_BACKEND = Symbol.for("knap.localExecutionBackend");
-
-/** The local execution backend (the only one this version runs). */
-export function localExecutionBackend() {
-  return Object.freeze({ id: "local", [LOCAL_BACKEND]: true });
-}
-
 /** True for `undefined` (the default) and for what `localExecutionBackend()` returns. */
 export function isLocalBackend(backend) {
-  return backend === undefined || backend?.[LOCAL_BACKEND] === true;
+  return backend === undefined || isLocalExecutionBackend(backend);
 }
+export { localExecutionBackend, httpExecutionBackend } from "./backends.mjs";
 
 /**
  * The six workspace tools: `read_file`, `grep`, `bash`, `write_file`, `edit_file`,
@@ -50,16 +22,12 @@ export function shellTools(options) {
     throw codedError("cave_shell_tools_workspace_required", "cave_shell_tools_workspace_required: shellTools needs options.workspace (a directory path)");
   }
   const backend = options.executionBackend;
+  const local = backend === undefined || isLocalExecutionBackend(backend);
   if (options.commandSessions !== undefined) {
-    if (backend !== undefined && backend?.id !== "local") throw codedError("cave_execution_backend_command_sessions_local_only");
+    if (!local) throw codedError("cave_execution_backend_command_sessions_local_only");
     throw codedError("cave_command_sessions_unsupported", "cave_command_sessions_unsupported: knap does not run interactive bash sessions yet");
   }
-  if (backend !== undefined && backend?.id !== "local") {
-    throw codedError(
-      "cave_execution_backend_unsupported",
-      `cave_execution_backend_unsupported: knap runs shell tools on the local backend only (got ${JSON.stringify(backend?.id)})`,
-    );
-  }
+  const nativeBackend = backend === undefined ? undefined : nativeBackendFor(backend);
   const onOutput = typeof options.onOutput === "function" ? options.onOutput : undefined;
   let toolset;
   try {
@@ -67,7 +35,7 @@ export function shellTools(options) {
       workspace: options.workspace,
       tools: options.tools === undefined ? undefined : Array.from(options.tools, String),
       outputCaps: options.outputCaps ?? undefined,
-    });
+    }, nativeBackend);
   } catch (error) {
     rethrowNative(error);
   }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{async_error, coded_error, CancelToken, ErrorCode};
 
 type Result<T> = std::result::Result<T, napi::Error<ErrorCode>>;
-/// Async methods reject through `async_error` (`knap:<code>:<message>`).
+/// Async methods reject through `async_error` (`knap:{"code":…,"message":…}`).
 fn to_async<T>(r: Result<T>) -> napi::Result<T> {
   r.map_err(|e| async_error(&e.status.0, &e.reason))
 }

@@ -4,6 +4,7 @@
 mod ai_sdk;
 mod catalog;
 mod durable;
+mod execution_backend;
 mod kernel;
 mod code;
 mod policy;
@@ -12,6 +13,7 @@ mod shell_tools;
 pub use ai_sdk::*;
 pub use catalog::*;
 pub use durable::*;
+pub use execution_backend::*;
 pub use kernel::*;
 pub use code::*;
 pub use policy::*;
@@ -36,8 +38,10 @@ pub(crate) fn coded_error(err: knap_core::ToolError) -> napi::Error<ErrorCode> {
   napi::Error::new(ErrorCode(err.code), err.message)
 }
 
-/// Async exports cannot reject with a custom `code`: they reject with `knap:<code>:<message>`,
-/// which `lib/native.mjs` (`call`) turns back into an `Error` with `.code`.
+/// Async exports cannot reject with a custom `code`: they reject with `knap:` and the JSON of
+/// `{code, message}`, which `lib/native.mjs` (`call`) turns back into an `Error` with `.code`
+/// (JSON, so a code may hold `:` as `cave_…_invalid:<field>` does).
 pub(crate) fn async_error(code: &str, message: &str) -> napi::Error {
-  napi::Error::new(napi::Status::GenericFailure, format!("knap:{code}:{message}"))
+  let body = serde_json::json!({ "code": code, "message": message });
+  napi::Error::new(napi::Status::GenericFailure, format!("knap:{body}"))
 }

@@ -8,7 +8,7 @@ use knap_core::tools::{ShellTools, ShellToolsConfig};
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
 
-use crate::{coded_error, ErrorCode};
+use crate::{coded_error, ErrorCode, NativeExecutionBackend};
 
 #[napi(object)]
 pub struct BindingShellToolsOptions {
@@ -117,8 +117,14 @@ pub(crate) fn toolset_by_id(id: u32) -> Option<Arc<ShellTools>> {
 impl NativeShellTools {
   /// Throws `cave_shell_tool_unknown:<name>` / `cave_shell_tool_duplicate:<name>` with that code.
   #[napi(constructor)]
-  pub fn new(options: BindingShellToolsOptions) -> napi::Result<Self, ErrorCode> {
+  pub fn new(
+    options: BindingShellToolsOptions,
+    backend: Option<&NativeExecutionBackend>,
+  ) -> napi::Result<Self, ErrorCode> {
     let mut config = ShellToolsConfig::new(options.workspace);
+    if let Some(backend) = backend {
+      config.backend = backend.inner.clone();
+    }
     config.tools = options.tools;
     config.output_caps = options.output_caps.unwrap_or_default().into_iter().collect();
     let inner = Arc::new(ShellTools::new(config).map_err(coded_error)?);

@@ -70,6 +70,8 @@ pub enum Caveman {
   ToolOutputQueryEmpty,
   /// `host command shell is not available`
   ShellUnavailable,
+  /// `neither rg nor grep is available` (grep on a non-local backend)
+  SearchUnavailable,
 }
 
 impl Caveman {
@@ -88,6 +90,7 @@ impl Caveman {
       Caveman::ToolOutputLimitInvalid => "cave_tool_output_limit_invalid",
       Caveman::ToolOutputQueryEmpty => "cave_tool_output_query_empty",
       Caveman::ShellUnavailable => "cave_shell_unavailable",
+      Caveman::SearchUnavailable => "cave_search_unavailable",
     }
   }
 
@@ -111,6 +114,7 @@ impl Caveman {
       Caveman::ToolOutputLimitInvalid => "read_tool_output limit must be a positive integer".to_string(),
       Caveman::ToolOutputQueryEmpty => "read_tool_output query must not be empty".to_string(),
       Caveman::ShellUnavailable => "host command shell is not available".to_string(),
+      Caveman::SearchUnavailable => "neither rg nor grep is available".to_string(),
     }
   }
 }
@@ -128,6 +132,11 @@ impl fmt::Display for ToolError {
 }
 
 impl std::error::Error for ToolError {}
+
+/// libuv's name of an errno (`ENOENT`), as Node puts it in `error.code`.
+pub fn errno_name(err: &std::io::Error) -> &'static str {
+  errno_text(err).0
+}
 
 /// libuv's errno names and texts, so file errors read like Node's `fs` errors.
 fn errno_text(err: &std::io::Error) -> (&'static str, String) {
@@ -185,6 +194,7 @@ mod tests {
       Caveman::ToolOutputLimitInvalid,
       Caveman::ToolOutputQueryEmpty,
       Caveman::ShellUnavailable,
+      Caveman::SearchUnavailable,
     ];
     let codes: std::collections::HashSet<_> = all.iter().map(|e| e.code()).collect();
     assert_eq!(codes.len(), all.len(), "every error has its own code");

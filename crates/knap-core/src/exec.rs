@@ -1,11 +1,14 @@
-//! Where shell commands run. `ExecutionBackend` is the seam (the reference's
-//! `ExecutionBackend.exec`); `LocalBackend` runs `/bin/sh -c` on this host:
-//! its own process group, stdin closed, the whole group killed on timeout or abort, at most
-//! `max_output_bytes` of stdout+stderr kept while both pipes are drained to EOF, and a short
-//! grace period after exit for pipes held open by background children.
+//! Where shell commands run and files are read and written: the `ExecutionBackend` seam of the
+//! reference (`exec`, `readFile`, `writeFile`). `LocalBackend` is this host: a command runs in
+//! its own process group with stdin closed and exactly the given environment, the whole group
+//! (and any descendant still attached to it) is killed on timeout or abort, at most
+//! `max_output_bytes` of stdout+stderr are kept while both pipes are drained to EOF, and a short
+//! grace period after exit covers pipes held open by background children. Other backends (HTTP,
+//! a user's JS object) implement the same trait in the binding.
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -14,7 +17,11 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::limits::{PIPE_DRAIN_AFTER_EXIT, READ_CHUNK_BYTES};
+use crate::error::ToolError;
+use crate::limits::{
+  EXEC_MAX_OUTPUT_BYTES, EXEC_MAX_TIMEOUT_MS, LOCAL_READ_FILE_MAX_BYTES, PIPE_DRAIN_AFTER_EXIT,
+  READ_CHUNK_BYTES,
+};
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -23,11 +30,68 @@ pub struct ExecRequest {
   pub command: String,
   pub args: Vec<String>,
   pub cwd: PathBuf,
+  /// Exactly the environment the process sees (nothing is inherited).
   pub env: Vec<(String, String)>,
   pub timeout: Duration,
   /// One budget shared by stdout and stderr.
   pub max_output_bytes: usize,
   pub cancel: CancellationToken,
+}
+
+impl ExecRequest {
+  /// Checks what a caller outside Rust sent (a JS `exec` call, an exec-server request): every
+  /// problem is `cave_execution_backend_exec_request_invalid:<field>`.
+  pub fn validate(&self) -> Result<(), ToolError> {
+    let bad = |field: &str| {
+      Err(ToolError::coded(format!(
+        "cave_execution_backend_exec_request_invalid:{field}"
+      )))
+    };
+    if self.command.is_empty() || self.command.contains('\0') {
+      return bad("command");
+    }
+    if self.args.iter().any(|a| a.contains('\0')) {
+      return bad("args");
+    }
+    let cwd = self.cwd.as_os_str().as_encoded_bytes();
+    if cwd.is_empty() || cwd.contains(&0) {
+      return bad("cwd");
+    }
+    if self
+      .env
+      .iter()
+      .any(|(k, v)| k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0'))
+    {
+      return bad("env");
+    }
+    if self.timeout > Duration::from_millis(EXEC_MAX_TIMEOUT_MS) {
+      return bad("timeoutMs");
+    }
+    if self.max_output_bytes > EXEC_MAX_OUTPUT_BYTES {
+      return bad("maxOutputBytes");
+    }
+    Ok(())
+  }
+}
+
+/// `timeoutMs` as sent by JS or JSON: a finite number from 0 to [`EXEC_MAX_TIMEOUT_MS`].
+pub fn timeout_from_ms(ms: f64) -> Result<Duration, ToolError> {
+  if !ms.is_finite() || ms < 0.0 || ms > EXEC_MAX_TIMEOUT_MS as f64 {
+    return Err(ToolError::coded(
+      "cave_execution_backend_exec_request_invalid:timeoutMs",
+    ));
+  }
+  Ok(Duration::from_millis(ms as u64))
+}
+
+/// `maxOutputBytes` as sent by JS or JSON: an integer from 0 to [`EXEC_MAX_OUTPUT_BYTES`].
+pub fn max_output_from(n: f64) -> Result<usize, ToolError> {
+  if !n.is_finite() || n < 0.0 || n.fract() != 0.0 || n > EXEC_MAX_OUTPUT_BYTES as f64 {
+    return Err(ToolError::coded(
+      "cave_execution_backend_exec_request_invalid:maxOutputBytes",
+    ));
+  }
+  Ok(n as usize)
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,24 +108,188 @@ pub struct ExecResult {
   pub aborted: bool,
 }
 
+impl ExecResult {
+  /// Holds a result another backend produced to the request's budget: stdout is cut to
+  /// `max` bytes and stderr to what is left (`truncated` when anything was cut), as the
+  /// reference's HTTP client does. A backend written in JS cannot make Rust keep more.
+  pub fn enforce_budget(&mut self, max: usize) {
+    if self.stdout.len() > max {
+      self.stdout.truncate(max);
+      self.truncated = true;
+    }
+    let rest = max - self.stdout.len();
+    if self.stderr.len() > rest {
+      self.stderr.truncate(rest);
+      self.truncated = true;
+    }
+  }
+}
+
+/// Where the shell tools run. `is_local` is the reference's local marker: only this host's
+/// backend has it, and only then do the tools use the in-process paths (containment through
+/// `openat2`, the in-process grep, streamed reads); every other backend gets `exec`,
+/// `read_file` and `write_file` calls with lexically contained absolute paths.
 pub trait ExecutionBackend: Send + Sync {
   /// `"local"` for this host; other backends name themselves.
   fn id(&self) -> &str;
-  fn exec(&self, request: ExecRequest) -> BoxFuture<ExecResult>;
+  fn is_local(&self) -> bool {
+    false
+  }
+  /// Runs one command. `Err` is a backend failure (an HTTP status, a throwing JS backend); a
+  /// command that cannot start is `Ok` with `start_failed` and code 127.
+  fn exec(&self, request: ExecRequest) -> BoxFuture<Result<ExecResult, ToolError>>;
+  /// Reads a file, at most `max_bytes` of it. Errors carry `ENOENT`/`EISDIR` codes.
+  fn read_file(&self, path: String, max_bytes: Option<u64>) -> BoxFuture<Result<Vec<u8>, ToolError>>;
+  /// Creates or replaces a file.
+  fn write_file(&self, path: String, data: Vec<u8>) -> BoxFuture<Result<(), ToolError>>;
 }
 
-/// Runs commands on this host.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct LocalBackend;
+/// Runs commands and touches files on this host.
+#[derive(Debug, Default)]
+pub struct LocalBackend {
+  /// Fires on `close()`: every running command is killed, later calls are refused.
+  closed: CancellationToken,
+}
+
+impl LocalBackend {
+  pub fn new() -> Self {
+    Self::default()
+  }
+
+  /// Kills every command still running on this backend and refuses later calls.
+  pub fn close(&self) {
+    self.closed.cancel();
+  }
+
+  fn refuse_closed(&self) -> Result<(), ToolError> {
+    if self.closed.is_cancelled() {
+      return Err(ToolError::coded("cave_execution_backend_closed"));
+    }
+    Ok(())
+  }
+}
 
 impl ExecutionBackend for LocalBackend {
   fn id(&self) -> &str {
     "local"
   }
 
-  fn exec(&self, request: ExecRequest) -> BoxFuture<ExecResult> {
-    Box::pin(exec_local(request))
+  fn is_local(&self) -> bool {
+    true
   }
+
+  fn exec(&self, mut request: ExecRequest) -> BoxFuture<Result<ExecResult, ToolError>> {
+    if let Err(e) = self.refuse_closed() {
+      return Box::pin(async move { Err(e) });
+    }
+    // One token for the caller's abort and the backend's close.
+    let caller = request.cancel.clone();
+    let both = self.closed.child_token();
+    if caller.is_cancelled() {
+      both.cancel();
+    }
+    request.cancel = both.clone();
+    Box::pin(async move {
+      let watch = tokio::spawn(async move {
+        caller.cancelled().await;
+        both.cancel();
+      });
+      let result = exec_local(request).await;
+      watch.abort();
+      Ok(result)
+    })
+  }
+
+  fn read_file(&self, path: String, max_bytes: Option<u64>) -> BoxFuture<Result<Vec<u8>, ToolError>> {
+    let closed = self.refuse_closed();
+    Box::pin(async move {
+      closed?;
+      blocking(move || read_host_file(Path::new(&path), max_bytes)).await
+    })
+  }
+
+  fn write_file(&self, path: String, data: Vec<u8>) -> BoxFuture<Result<(), ToolError>> {
+    let closed = self.refuse_closed();
+    Box::pin(async move {
+      closed?;
+      blocking(move || write_host_file(Path::new(&path), &data)).await
+    })
+  }
+}
+
+async fn blocking<T: Send + 'static>(
+  f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+  tokio::task::spawn_blocking(f)
+    .await
+    .unwrap_or_else(|e| Err(ToolError::new("cave_internal", e.to_string())))
+}
+
+/// `fs.readFile` of a host path, streamed and stopped at `max_bytes` (the reference reads the
+/// whole file and cuts it). Without `max_bytes`, a file over 2 GiB is refused as Node does.
+pub fn read_host_file(path: &Path, max_bytes: Option<u64>) -> Result<Vec<u8>, ToolError> {
+  let file = std::fs::File::open(path).map_err(|e| ToolError::from_io(&e, "open", path))?;
+  let meta = file
+    .metadata()
+    .map_err(|e| ToolError::from_io(&e, "fstat", path))?;
+  if meta.is_dir() {
+    return Err(ToolError::new(
+      "EISDIR",
+      "EISDIR: illegal operation on a directory, read",
+    ));
+  }
+  read_capped(file, meta.len(), max_bytes, path)
+}
+
+/// Reads at most `max_bytes` (or the whole reader up to [`LOCAL_READ_FILE_MAX_BYTES`]).
+pub fn read_capped(
+  file: impl Read,
+  size_hint: u64,
+  max_bytes: Option<u64>,
+  path: &Path,
+) -> Result<Vec<u8>, ToolError> {
+  let limit = match max_bytes {
+    Some(max) => max,
+    None => {
+      if size_hint > LOCAL_READ_FILE_MAX_BYTES {
+        return Err(file_too_large(size_hint));
+      }
+      LOCAL_READ_FILE_MAX_BYTES + 1
+    }
+  };
+  let mut out = Vec::with_capacity(size_hint.min(limit).min(64 << 20) as usize);
+  file
+    .take(limit)
+    .read_to_end(&mut out)
+    .map_err(|e| match e.raw_os_error() {
+      Some(libc::EISDIR) => ToolError::new("EISDIR", "EISDIR: illegal operation on a directory, read"),
+      _ => ToolError::from_io(&e, "read", path),
+    })?;
+  if max_bytes.is_none() && out.len() as u64 > LOCAL_READ_FILE_MAX_BYTES {
+    return Err(file_too_large(out.len() as u64));
+  }
+  Ok(out)
+}
+
+fn file_too_large(size: u64) -> ToolError {
+  ToolError::new(
+    "ERR_FS_FILE_TOO_LARGE",
+    format!("File size ({size}) is greater than 2 GiB"),
+  )
+}
+
+/// `fs.writeFile` of a host path (flag `w`: create or truncate).
+pub fn write_host_file(path: &Path, data: &[u8]) -> Result<(), ToolError> {
+  use std::io::Write;
+  let mut file = std::fs::OpenOptions::new()
+    .write(true)
+    .create(true)
+    .truncate(true)
+    .open(path)
+    .map_err(|e| ToolError::from_io(&e, "open", path))?;
+  file
+    .write_all(data)
+    .map_err(|e| ToolError::from_io(&e, "write", path))
 }
 
 /// Receives the bytes drained from a child's stdout and stderr. One sink serves both streams
@@ -116,11 +344,71 @@ async fn drain<R: AsyncRead + Unpin, S: OutputSink>(mut pipe: R, sink: Arc<Mutex
 
 fn kill_group(pid: Option<u32>) {
   if let Some(pid) = pid {
-    // SAFETY: plain syscall; a negative pid addresses the process group the child leads.
+    kill_tree(pid as i32);
+  }
+}
+
+/// SIGKILLs the process group `leader` leads and every process descending from `leader` that
+/// is still attached to it by parentage, even if it moved to a group or session of its own
+/// (`setsid`). Repeated until a sweep finds nothing new, so a child forked mid-sweep dies too.
+/// A process that both left the group and lost its parent (a daemon that double-forked) is
+/// out of reach, as it is for the reference.
+pub fn kill_tree(leader: i32) {
+  if leader <= 0 {
+    return;
+  }
+  for _ in 0..8 {
+    let descendants = descendants_of(leader);
+    // SAFETY: plain syscalls; a negative pid addresses the process group the child leads.
     unsafe {
-      libc::kill(-(pid as i32), libc::SIGKILL);
+      libc::kill(-leader, libc::SIGKILL);
+      for &pid in &descendants {
+        libc::kill(pid, libc::SIGKILL);
+      }
+    }
+    if descendants.is_empty() {
+      return;
     }
   }
+}
+
+/// Live processes (not zombies) below `root` in the parent tree, read from `/proc`.
+fn descendants_of(root: i32) -> Vec<i32> {
+  let Ok(dir) = std::fs::read_dir("/proc") else {
+    return Vec::new();
+  };
+  let mut parent_of: Vec<(i32, i32)> = Vec::new();
+  for entry in dir.flatten() {
+    let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+      continue;
+    };
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+      continue;
+    };
+    // `pid (comm) state ppid …`; comm may hold spaces or parentheses, so split after the last `)`.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+      continue;
+    };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next().unwrap_or("");
+    let ppid = fields.next().and_then(|p| p.parse::<i32>().ok()).unwrap_or(0);
+    if state != "Z" && state != "X" {
+      parent_of.push((pid, ppid));
+    }
+  }
+  let mut found = vec![root];
+  let mut i = 0;
+  while i < found.len() {
+    let p = found[i];
+    for &(pid, ppid) in &parent_of {
+      if ppid == p && !found.contains(&pid) {
+        found.push(pid);
+      }
+    }
+    i += 1;
+  }
+  found.remove(0);
+  found
 }
 
 async fn exec_local(req: ExecRequest) -> ExecResult {
@@ -167,6 +455,13 @@ pub struct LocalRun {
 /// EOF with a short grace period after exit) and feeds every output byte to `sink`.
 /// `req.max_output_bytes` is not used here: bounding memory is the sink's job.
 pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) -> LocalRun {
+  if req.cancel.is_cancelled() {
+    // Aborted before it started: nothing runs.
+    return LocalRun {
+      aborted: true,
+      ..Default::default()
+    };
+  }
   let mut cmd = tokio::process::Command::new(&req.command);
   cmd
     .args(&req.args)
@@ -181,9 +476,14 @@ pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) ->
     Ok(child) => child,
     Err(err) => {
       return LocalRun {
-        spawn_error: Some(err.to_string()),
+        // Node's wording (`spawn /bin/sh ENOENT`), which the reference passes on as stderr.
+        spawn_error: Some(format!(
+          "spawn {} {}",
+          req.command,
+          crate::error::errno_name(&err)
+        )),
         ..Default::default()
-      }
+      };
     }
   };
   let pid = child.id();
@@ -252,6 +552,10 @@ fn futures_join(
 mod tests {
   use super::*;
 
+  async fn local(req: ExecRequest) -> ExecResult {
+    LocalBackend::new().exec(req).await.unwrap()
+  }
+
   fn sh(command: &str, timeout_ms: u64, max: usize) -> ExecRequest {
     ExecRequest {
       command: "/bin/sh".into(),
@@ -279,9 +583,7 @@ mod tests {
 
   #[tokio::test]
   async fn exit_code_and_streams() {
-    let r = LocalBackend
-      .exec(sh("printf out; printf err >&2; exit 3", 5_000, 1024))
-      .await;
+    let r = local(sh("printf out; printf err >&2; exit 3", 5_000, 1024)).await;
     assert_eq!(r.code, Some(3));
     assert_eq!(r.stdout, b"out");
     assert_eq!(r.stderr, b"err");
@@ -290,19 +592,17 @@ mod tests {
 
   #[tokio::test]
   async fn shared_budget_truncates() {
-    let r = LocalBackend.exec(sh("printf 'out\\n'; exit 3", 5_000, 4)).await;
+    let r = local(sh("printf 'out\\n'; exit 3", 5_000, 4)).await;
     assert_eq!(r.code, Some(3));
     assert!(!r.truncated);
-    let r = LocalBackend.exec(sh("printf 'outx\\n'; exit 3", 5_000, 4)).await;
+    let r = local(sh("printf 'outx\\n'; exit 3", 5_000, 4)).await;
     assert!(r.truncated);
     assert_eq!(r.stdout, b"outx");
   }
 
   #[tokio::test]
   async fn drains_huge_output_with_bounded_memory() {
-    let r = LocalBackend
-      .exec(sh("head -c 50000000 /dev/zero", 30_000, 1000))
-      .await;
+    let r = local(sh("head -c 50000000 /dev/zero", 30_000, 1000)).await;
     assert_eq!(
       r.code,
       Some(0),
@@ -316,7 +616,7 @@ mod tests {
   async fn timeout_kills_the_group() {
     let marker = format!("knap-core-timeout-{}", std::process::id());
     let cmd = format!("sleep 30 & echo $! > /tmp/{marker}.pid; wait");
-    let r = LocalBackend.exec(sh(&cmd, 300, 1024)).await;
+    let r = local(sh(&cmd, 300, 1024)).await;
     assert!(r.timed_out);
     assert_eq!(r.code, None);
     let pid: i32 = std::fs::read_to_string(format!("/tmp/{marker}.pid"))
@@ -335,7 +635,7 @@ mod tests {
   async fn background_child_holding_pipe_does_not_hang() {
     // The background sleep keeps stdout open for 10 minutes; a hang would trip the outer guard.
     let req = sh("sleep 600 & echo $!", 10_000, 1024);
-    let r = tokio::time::timeout(Duration::from_secs(300), LocalBackend.exec(req))
+    let r = tokio::time::timeout(Duration::from_secs(300), local(req))
       .await
       .expect("exec hung");
     assert_eq!(r.code, Some(0));
@@ -348,7 +648,7 @@ mod tests {
   async fn cancellation_kills() {
     let req = sh("sleep 30", 60_000, 1024);
     let token = req.cancel.clone();
-    let h = tokio::spawn(LocalBackend.exec(req));
+    let h = tokio::spawn(local(req));
     tokio::time::sleep(Duration::from_millis(100)).await;
     token.cancel();
     let r = h.await.unwrap();
@@ -360,7 +660,7 @@ mod tests {
   async fn spawn_failure_is_127() {
     let mut req = sh("", 1000, 10);
     req.command = "/nonexistent/shell".into();
-    let r = LocalBackend.exec(req).await;
+    let r = local(req).await;
     assert_eq!(r.code, Some(127));
     assert!(r.start_failed);
   }

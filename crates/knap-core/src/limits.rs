@@ -20,6 +20,23 @@ pub const PIPE_DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
 /// Read size for process pipes and file streaming.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
+/// Execution backends: the largest `timeoutMs` an `exec` request may ask for (24 h).
+pub const EXEC_MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+/// Execution backends: the largest `maxOutputBytes` an `exec` request may ask for (512 MiB,
+/// about what one V8 string can hold).
+pub const EXEC_MAX_OUTPUT_BYTES: usize = 512 * 1024 * 1024;
+/// `localExecutionBackend().readFile` without `maxBytes`: Node refuses files over 2 GiB.
+pub const LOCAL_READ_FILE_MAX_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+/// `httpExecutionBackend`: response caps (`/exec` is `2·maxOutputBytes + 4096`, `/read` with
+/// `maxBytes` is `ceil(maxBytes·4/3) + 4096`, `/cancel` 4096, every other response 64 MiB).
+pub const HTTP_BACKEND_RESPONSE_SLACK_BYTES: u64 = 4096;
+pub const HTTP_BACKEND_RESPONSE_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// `httpExecutionBackend`: how long the `/cancel` after an aborted `/exec` may take.
+pub const HTTP_BACKEND_CANCEL_TIMEOUT_MS: u64 = 5_000;
+/// A JS backend's `exec` after an abort: how long Rust waits for it to settle (it posts
+/// `/cancel` first) before giving up on it.
+pub const JS_BACKEND_ABORT_GRACE: Duration = Duration::from_secs(10);
+
 /// `grep`: matching lines returned (`GREP_MAX_MATCHES`), also rg's per-file `--max-count`.
 pub const GREP_MAX_MATCHES: usize = 200;
 /// `grep`: scopes of at most this many walk entries are searched on one thread (no walker

@@ -105,6 +105,24 @@ impl Workspace {
     }
   }
 
+  /// `path.resolve(workspace)`: the root the tools use on a non-local backend. Lexical: the
+  /// backend is never asked.
+  pub fn lexical_root(&self) -> PathBuf {
+    absolutize(&self.given)
+  }
+
+  /// The containment check on a non-local backend: a lexical resolve against
+  /// [`Self::lexical_root`] and the same escape test and message as [`Self::resolve`].
+  pub fn resolve_lexical(&self, candidate: &str) -> Result<PathBuf, ToolError> {
+    let root = self.lexical_root();
+    let full = normalize(&root.join(candidate));
+    if full.starts_with(&root) {
+      Ok(full)
+    } else {
+      Err(escape_error(candidate))
+    }
+  }
+
   /// Opens an existing path for reading (files and directories) inside the workspace.
   /// `O_NONBLOCK` keeps the open of a FIFO from waiting for a writer (the caller then refuses
   /// it as not a regular file); it changes nothing for regular files.
@@ -153,7 +171,7 @@ fn cstring(s: &OsStr) -> Result<CString, ToolError> {
 }
 
 /// `path.resolve`: make absolute against the process cwd.
-fn absolutize(p: &Path) -> PathBuf {
+pub fn absolutize(p: &Path) -> PathBuf {
   if p.is_absolute() {
     normalize(p)
   } else {

@@ -59,7 +59,13 @@ pub(super) async fn run(
   cancel: CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
   let args = Args::new("bash", input)?;
-  let local = tools.backend.id() == "local";
+  let local = tools.is_local();
+  // Session inputs (`action`, `sessionId`) and `yieldTimeMs` need a command-session runtime.
+  if !args.has("command") && (args.has("action") || args.has("sessionId")) {
+    return Err(ToolError::coded(
+      "cave_execution_backend_command_sessions_local_only",
+    ));
+  }
   if args.has("yieldTimeMs") {
     return Err(ToolError::coded(if local {
       "cave_execution_backend_command_sessions_disabled"
@@ -72,20 +78,24 @@ pub(super) async fn run(
     .opt_number("timeoutMs")?
     .map(|t| t.min(BASH_TIMEOUT_MS as f64).max(0.0))
     .unwrap_or(BASH_TIMEOUT_MS as f64);
-  let root = tools.workspace().root()?;
+  let cwd = if local {
+    tools.workspace().root()?.path.clone()
+  } else {
+    tools.workspace().lexical_root()
+  };
   let (shell, flag) = if local { ("/bin/sh", "-c") } else { ("sh", "-c") };
   let result = tools
     .backend
     .exec(ExecRequest {
       command: shell.to_string(),
       args: vec![flag.to_string(), command.clone()],
-      cwd: root.path.clone(),
+      cwd,
       env: process_env(local),
       timeout: Duration::from_millis(timeout_ms as u64),
       max_output_bytes: PROCESS_CAPTURE_MAX_BYTES,
       cancel: cancel.clone(),
     })
-    .await;
+    .await?;
   if result.aborted || cancel.is_cancelled() {
     return Err(aborted());
   }

@@ -13,17 +13,9 @@ use crate::limits::EDIT_FILE_MAX_BYTES;
 use crate::workspace::replace_atomically;
 
 pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolError> {
-  let args = Args::new("edit_file", input)?;
-  let path = args.string("path")?.to_string();
-  let old = args.string("old_string")?.to_string();
-  let new = args.string("new_string")?.to_string();
-  let replace_all = args.opt_bool("replace_all")? == Some(true);
-  if old == new {
-    return Err(ToolError::caveman(Caveman::EditIdentical));
-  }
-  if old.is_empty() {
-    // The reference does not guard this and would insert `new_string` between every character.
-    return Err(ToolError::caveman(Caveman::EditEmptyOldString));
+  let (path, old, new, replace_all) = parse(input)?;
+  if !tools.is_local() {
+    return run_remote(tools, path, old, new, replace_all).await;
   }
   let resolved = tools.workspace().resolve(&path)?;
   let file = tools.workspace().open_read(&path, &resolved, "open")?;
@@ -55,29 +47,84 @@ pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput,
       .take(EDIT_FILE_MAX_BYTES as u64 + 1)
       .read_to_end(&mut bytes)
       .map_err(|e| ToolError::from_io(&e, "read", &resolved.abs))?;
-    // Byte-exact and literal: no `$&`-style patterns, and bytes that are not UTF-8 outside the
-    // replaced spans are written back as they were.
-    let updated = match replace_literal(&bytes, &old, &new, replace_all) {
-      Ok(r) => r,
-      Err(Miss::NotFound { lossy }) => {
-        let mut e = ToolError::caveman(Caveman::EditNotFound(shown));
-        if lossy {
-          e.message = format!("{}\n{LOSSY_HINT}", e.message);
-        }
-        return Err(e);
-      }
-      Err(Miss::Ambiguous(count)) => {
-        return Err(ToolError::caveman(Caveman::EditAmbiguous { path: shown, count }));
-      }
-    };
-    replace_atomically(&dir, &name, &updated.bytes, &resolved)?;
-    Ok(updated.count)
+    let (updated, count) = apply(&bytes, &old, &new, replace_all, shown)?;
+    replace_atomically(&dir, &name, &updated, &resolved)?;
+    Ok(count)
   })
   .await?;
+  Ok(edited(tools, &path, replacements))
+}
+
+/// Reads the arguments and refuses the edits no backend is asked about.
+fn parse(input: &Value) -> Result<(String, String, String, bool), ToolError> {
+  let args = Args::new("edit_file", input)?;
+  let path = args.string("path")?.to_string();
+  let old = args.string("old_string")?.to_string();
+  let new = args.string("new_string")?.to_string();
+  let replace_all = args.opt_bool("replace_all")? == Some(true);
+  if old == new {
+    return Err(ToolError::caveman(Caveman::EditIdentical));
+  }
+  if old.is_empty() {
+    // The reference does not guard this and would insert `new_string` between every character.
+    return Err(ToolError::caveman(Caveman::EditEmptyOldString));
+  }
+  Ok((path, old, new, replace_all))
+}
+
+/// The replacement on any backend. Byte-exact and literal: no `$&`-style patterns, and bytes
+/// that are not UTF-8 outside the replaced spans are written back as they were. Returns the new
+/// bytes and the count the result reports.
+fn apply(
+  bytes: &[u8],
+  old: &str,
+  new: &str,
+  replace_all: bool,
+  shown: String,
+) -> Result<(Vec<u8>, usize), ToolError> {
+  match replace_literal(bytes, old, new, replace_all) {
+    Ok(r) => Ok((r.bytes, r.count)),
+    Err(Miss::NotFound { lossy }) => {
+      let mut e = ToolError::caveman(Caveman::EditNotFound(shown));
+      if lossy {
+        e.message = format!("{}\n{LOSSY_HINT}", e.message);
+      }
+      Err(e)
+    }
+    Err(Miss::Ambiguous(count)) => Err(ToolError::caveman(Caveman::EditAmbiguous { path: shown, count })),
+  }
+}
+
+fn edited(tools: &ShellTools, path: &str, replacements: usize) -> ToolOutput {
   let plural = if replacements == 1 { "" } else { "s" };
   let text = cap_output(
     &format!("edited {path}: {replacements} replacement{plural}"),
     tools.cap(ShellToolName::EditFile),
   );
-  Ok(ToolOutput { text, label: None })
+  ToolOutput { text, label: None }
+}
+
+/// On a non-local backend: `readFile(abs)`, then `writeFile(abs, bytes)`.
+async fn run_remote(
+  tools: &ShellTools,
+  path: String,
+  old: String,
+  new: String,
+  replace_all: bool,
+) -> Result<ToolOutput, ToolError> {
+  let abs = tools
+    .workspace()
+    .resolve_lexical(&path)?
+    .to_string_lossy()
+    .into_owned();
+  let bytes = tools.backend.read_file(abs.clone(), None).await?;
+  if bytes.len() > EDIT_FILE_MAX_BYTES {
+    return Err(ToolError::caveman(Caveman::EditFileTooLarge {
+      path,
+      bytes: bytes.len() as u64,
+    }));
+  }
+  let (updated, replacements) = apply(&bytes, &old, &new, replace_all, path.clone())?;
+  tools.backend.write_file(abs, updated).await?;
+  Ok(edited(tools, &path, replacements))
 }

@@ -11,9 +11,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::args::Args;
+use super::bash::combine;
+use super::process_env;
 use super::{aborted, blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::{cap_tool_output, CapRequest, Direction};
-use crate::error::ToolError;
+use crate::error::{Caveman, ToolError};
+use crate::exec::{ExecRequest, ExecResult};
 use crate::limits::{GREP_MAX_MATCHES, GREP_TIMEOUT_MS, PROCESS_CAPTURE_MAX_BYTES};
 use crate::search::{search, Printer, SearchOutput, SearchRequest, SearchResult};
 use crate::text;
@@ -28,6 +31,9 @@ pub(super) async fn run(
   let pattern = args.string("pattern")?.to_string();
   let path = args.opt_string("path")?;
   let glob = args.opt_string("glob")?.map(str::to_string);
+  if !tools.is_local() {
+    return run_remote(tools, pattern, path, glob, cancel).await;
+  }
   let root = tools.workspace().root()?;
   let (scope, display) = match path {
     None => (root.path.clone(), ".".to_string()),
@@ -80,10 +86,13 @@ pub(super) async fn run(
     body.truncate(body.trim_end_matches('\n').len());
     body.push_str(&text::grep_matches_limited());
   }
+  Ok(finish(tools, &pattern, body, !outcome.truncated))
+}
+
+fn finish(tools: &ShellTools, pattern: &str, body: String, complete: bool) -> ToolOutput {
   let label = format!("grep:{pattern}");
   let recovery = tools.recovery();
   let cap = tools.cap(ShellToolName::Grep);
-  let complete = !outcome.truncated;
   let text = cap_tool_output(CapRequest::whole(
     body,
     cap,
@@ -92,10 +101,101 @@ pub(super) async fn run(
     complete,
     recovery,
   ));
-  Ok(ToolOutput {
+  ToolOutput {
     text,
     label: Some(label),
-  })
+  }
+}
+
+/// On a non-local backend: `rg` through `exec`, and `grep -rnI` (which ignores `glob`) when
+/// `rg` cannot start. Exit codes are not checked: a regex error comes back as text.
+async fn run_remote(
+  tools: &ShellTools,
+  pattern: String,
+  path: Option<&str>,
+  glob: Option<String>,
+  cancel: CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+  let root = tools.workspace().lexical_root();
+  let scope = match path {
+    None => ".".to_string(),
+    Some(p) => {
+      let abs = tools.workspace().resolve_lexical(p)?;
+      let rel = abs
+        .strip_prefix(&root)
+        .unwrap_or(&abs)
+        .to_string_lossy()
+        .into_owned();
+      if rel.is_empty() {
+        ".".to_string()
+      } else {
+        rel
+      }
+    }
+  };
+  let request = |command: &str, args: Vec<String>| ExecRequest {
+    command: command.to_string(),
+    args,
+    cwd: root.clone(),
+    env: process_env(false),
+    timeout: Duration::from_millis(GREP_TIMEOUT_MS),
+    max_output_bytes: PROCESS_CAPTURE_MAX_BYTES,
+    cancel: cancel.clone(),
+  };
+  let max = GREP_MAX_MATCHES.to_string();
+  let mut rg: Vec<String> = [
+    "--line-number",
+    "--no-heading",
+    "--color",
+    "never",
+    "--max-count",
+    &max,
+  ]
+  .map(String::from)
+  .to_vec();
+  if let Some(g) = glob {
+    rg.extend(["--glob".to_string(), g]);
+  }
+  rg.extend([
+    "--regexp".to_string(),
+    pattern.clone(),
+    "--".to_string(),
+    scope.clone(),
+  ]);
+  let cannot_start = |r: &ExecResult| r.start_failed || r.code == Some(127);
+  let mut result = tools.backend.exec(request("rg", rg)).await?;
+  if cannot_start(&result) {
+    let grep = ["-rnI", "-m", &max, "-E", "-e", &pattern, "--", &scope]
+      .map(String::from)
+      .to_vec();
+    result = tools.backend.exec(request("grep", grep)).await?;
+    if cannot_start(&result) {
+      return Err(ToolError::caveman(Caveman::SearchUnavailable));
+    }
+  }
+  if cancel.is_cancelled() {
+    return Err(aborted());
+  }
+  let output = combine(&result.stdout, &result.stderr);
+  let body = if output.trim().is_empty() {
+    text::GREP_NO_MATCHES.to_string()
+  } else {
+    first_lines(output, GREP_MAX_MATCHES)
+  };
+  Ok(finish(tools, &pattern, body, !result.truncated))
+}
+
+/// The reference's `firstLines`: over `max` `\n`-separated pieces, the first `max` and the marker.
+fn first_lines(text: String, max: usize) -> String {
+  match text.match_indices('\n').nth(max - 1) {
+    // A `max`-th newline means at least `max + 1` pieces (the last may be empty).
+    Some((i, _)) => {
+      let mut out = text[..i].to_string();
+      out.push_str(&text::grep_matches_limited());
+      out
+    }
+    None => text,
+  }
 }
 
 pub struct GrepOptions {

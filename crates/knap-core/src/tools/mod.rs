@@ -109,7 +109,7 @@ impl ShellToolsConfig {
       workspace: workspace.into(),
       tools: None,
       output_caps: Vec::new(),
-      backend: Arc::new(LocalBackend),
+      backend: Arc::new(LocalBackend::new()),
     }
   }
 }
@@ -193,6 +193,15 @@ impl ShellTools {
 
   pub fn workspace(&self) -> &Workspace {
     &self.workspace
+  }
+
+  /// Whether the tools run on this host's backend (the reference's local marker).
+  pub fn is_local(&self) -> bool {
+    self.backend.is_local()
+  }
+
+  pub fn backend(&self) -> &Arc<dyn ExecutionBackend> {
+    &self.backend
   }
 
   pub fn store(&self) -> Option<&OutputStore> {
@@ -323,5 +332,7 @@ async fn blocking<T: Send + 'static>(
     .unwrap_or_else(|e| Err(ToolError::new("cave_internal", e.to_string())))
 }
 
+#[cfg(test)]
+mod remote_tests;
 #[cfg(test)]
 mod tests;

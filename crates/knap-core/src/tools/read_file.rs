@@ -27,14 +27,17 @@ pub(super) async fn run(
     .unwrap_or(1.0)
     .max(1.0);
   let limit = args.opt_number("limit")?.map(|f| f.floor().max(1.0));
-  let resolved = tools.workspace().resolve(&path)?;
-  let file = tools.workspace().open_read(&path, &resolved, "stat")?;
   let cap = tools.cap(ShellToolName::ReadFile);
   let keep = if tools.store().is_some() {
     cap.max(STORE_ENTRY_MAX_BYTES)
   } else {
     cap
   };
+  if !tools.is_local() {
+    return run_remote(tools, path, offset as u64, limit.map(|l| l as u64), keep, cancel).await;
+  }
+  let resolved = tools.workspace().resolve(&path)?;
+  let file = tools.workspace().open_read(&path, &resolved, "stat")?;
   let shown = path.clone();
   let numbered = blocking(move || {
     let meta = file
@@ -58,21 +61,53 @@ pub(super) async fn run(
     )
   })
   .await?;
+  Ok(finish(tools, &path, numbered))
+}
+
+fn finish(tools: &ShellTools, path: &str, numbered: Numbered) -> ToolOutput {
   let label = format!("read_file:{path}");
   let recovery = tools.recovery();
   let text = cap_tool_output(CapRequest {
     text: numbered.kept,
     total: numbered.total,
-    max_bytes: cap,
+    max_bytes: tools.cap(ShellToolName::ReadFile),
     direction: Direction::Head,
     label: &label,
     complete: true,
     recovery,
   });
-  Ok(ToolOutput {
+  ToolOutput {
     text,
     label: Some(label),
+  }
+}
+
+/// On a non-local backend: `readFile(abs)` with no `maxBytes`, the path assumed a file; an
+/// `EISDIR` from the backend is `not a file`, every other error passes through.
+async fn run_remote(
+  tools: &ShellTools,
+  path: String,
+  offset: u64,
+  limit: Option<u64>,
+  keep: usize,
+  cancel: CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+  let abs = tools.workspace().resolve_lexical(&path)?;
+  let bytes = match tools
+    .backend
+    .read_file(abs.to_string_lossy().into_owned(), None)
+    .await
+  {
+    Err(e) if e.code == "EISDIR" => return Err(ToolError::caveman(Caveman::NotAFile(path))),
+    other => other?,
+  };
+  let numbered = blocking(move || {
+    number_lines(&bytes[..], offset, limit, keep, &cancel, &|e| {
+      ToolError::from_io(&e, "read", &abs)
+    })
   })
+  .await?;
+  Ok(finish(tools, &path, numbered))
 }
 
 /// The numbered text: its first `keep` bytes and its whole length.

@@ -16,6 +16,9 @@ pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput,
   let path = args.string("path")?.to_string();
   let content = args.string("content")?.to_string();
   let overwrite = args.opt_bool("overwrite")? == Some(true);
+  if !tools.is_local() {
+    return run_remote(tools, path, content, overwrite).await;
+  }
   let resolved = tools.workspace().resolve(&path)?;
   let (dir, name) = tools.workspace().open_parent(&path, &resolved)?;
   let bytes = content.len();
@@ -31,11 +34,45 @@ pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput,
     }
   })
   .await?;
+  Ok(wrote(tools, &path, bytes))
+}
+
+fn wrote(tools: &ShellTools, path: &str, bytes: usize) -> ToolOutput {
   let text = cap_output(
     &format!("wrote {path}: {bytes} bytes"),
     tools.cap(ShellToolName::WriteFile),
   );
-  Ok(ToolOutput { text, label: None })
+  ToolOutput { text, label: None }
+}
+
+/// On a non-local backend exclusivity is emulated as the reference does: a one-byte
+/// `readFile` that fails with `ENOENT` means the path is free.
+async fn run_remote(
+  tools: &ShellTools,
+  path: String,
+  content: String,
+  overwrite: bool,
+) -> Result<ToolOutput, ToolError> {
+  let abs = tools
+    .workspace()
+    .resolve_lexical(&path)?
+    .to_string_lossy()
+    .into_owned();
+  if !overwrite {
+    match tools.backend.read_file(abs.clone(), Some(1)).await {
+      Err(e) if e.code == "ENOENT" => {}
+      Err(e) => return Err(e),
+      Ok(_) => {
+        return Err(ToolError::new(
+          "EEXIST",
+          format!("EEXIST: file already exists, open '{abs}'"),
+        ))
+      }
+    }
+  }
+  let bytes = content.len();
+  tools.backend.write_file(abs, content.into_bytes()).await?;
+  Ok(wrote(tools, &path, bytes))
 }
 
 fn write_all(fd: OwnedFd, data: &[u8], resolved: &Resolved) -> Result<(), ToolError> {

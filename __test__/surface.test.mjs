@@ -59,7 +59,8 @@ test("memory() validates as the reference; the engine entry points say they are 
   assert.throws(() => memory({ namespace: "Bad Name" }), /caveman agent: invalid memory namespace/);
   assert.throws(() => memory({ namespace: "n", provenance: "cloud" }), { code: "cave_memory_provenance_unsupported" });
   assert.throws(() => memory({ namespace: "n", consent: "shared" }), { code: "cave_memory_consent_unsupported" });
-  assert.throws(() => memory({ namespace: "n", ttl: "1y" }), { code: "cave_memory_ttl_invalid" });
+  assert.throws(() => memory({ namespace: "n", ttl: "1y" }), /caveman agent: memory ttl must use positive m, h, or d duration/);
+  assert.throws(() => memory({ namespace: "n", recallBudget: -1 }), /caveman agent: memory recallBudget must be a non-negative integer/);
   assert.throws(() => knap.createMemoryEngine(), { code: "cave_memory_engine_unsupported" });
 });
 

@@ -225,8 +225,9 @@ function coded(code, detail) {
 /** `"30d"` → milliseconds (`m`, `h`, `d` units). */
 export function memoryTTLMilliseconds(ttl) {
   const m = typeof ttl === "string" ? MEMORY_TTL.exec(ttl) : null;
-  if (!m) throw coded("cave_memory_ttl_invalid", `memory ttl must match ${MEMORY_TTL} (got ${JSON.stringify(ttl)})`);
-  return Number(m[1]) * TTL_UNIT_MS[m[2]];
+  const ms = m ? Number(m[1]) * TTL_UNIT_MS[m[2]] : NaN;
+  if (!Number.isSafeInteger(ms) || ms <= 0) throw coded("cave_memory_ttl_invalid", `memory ttl must match ${MEMORY_TTL} (got ${JSON.stringify(ttl)})`);
+  return ms;
 }
 
 /**
@@ -236,10 +237,15 @@ export function memoryTTLMilliseconds(ttl) {
 export function memory(options = {}) {
   const { namespace, provenance = "local", ttl = "30d", recallBudget = 800, consent = "local_only", ambient = {} } = options;
   if (typeof namespace !== "string" || !MEMORY_NAMESPACE.test(namespace)) fail(`invalid memory namespace ${JSON.stringify(namespace)}`);
-  if (provenance !== "local") throw coded("cave_memory_provenance_unsupported", `memory provenance ${JSON.stringify(provenance)} is not supported; use "local"`);
-  if (consent !== "local_only") throw coded("cave_memory_consent_unsupported", `memory consent ${JSON.stringify(consent)} is not supported; use "local_only"`);
-  memoryTTLMilliseconds(ttl);
-  return Object.freeze({ kind: "memory", namespace, provenance, ttl, recallBudget, consent, ambient: Object.freeze({ ...ambient }) });
+  if (provenance !== "local") throw coded("cave_memory_provenance_unsupported", 'only "local" memory is supported');
+  if (consent !== "local_only") throw coded("cave_memory_consent_unsupported", 'only "local_only" consent is supported');
+  if (!Number.isSafeInteger(recallBudget) || recallBudget < 0) fail("memory recallBudget must be a non-negative integer");
+  try {
+    memoryTTLMilliseconds(ttl);
+  } catch {
+    fail("memory ttl must use positive m, h, or d duration");
+  }
+  return Object.freeze({ kind: "memory", namespace, provenance, ttl, recallBudget, consent, ambient: ambient === false ? false : Object.freeze({ ...ambient }) });
 }
 
 /** The memory engine's entry points exist so imports resolve; calling them says what is missing. */

@@ -413,3 +413,4 @@ export declare class SqlDurableStore implements DurableStore {
 }
 
 export type { Model, StreamFn, Models, AssistantMessage, Message };
+export * from "./surface.mjs";

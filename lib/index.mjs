@@ -19,3 +19,4 @@ export { auto, AUTO } from "./models.mjs";
 export { run, stream, CavemanRunError, agentStaticContextDiagnostics } from "./run.mjs";
 export { DiskDurableStore, SqlDurableStore } from "./durable.mjs";
 export { createConversation } from "./conversation.mjs";
+export * from "./surface.mjs";

@@ -9,6 +9,7 @@ mod kernel;
 mod code;
 mod policy;
 mod shell_tools;
+mod surface;
 
 pub use ai_sdk::*;
 pub use catalog::*;
@@ -18,6 +19,7 @@ pub use kernel::*;
 pub use code::*;
 pub use policy::*;
 pub use shell_tools::*;
+pub use surface::*;
 
 use napi_derive::napi;
 

@@ -44,3 +44,21 @@ export function more(): void {
   console.log(conversation.sessionId, d.staticContextBytes, httpExecutionBackend({ url: "https://x", token: "t" }).id);
   void run(withMemory, "go", { conversation });
 }
+
+// The root's smaller exports.
+import { validateRunReceipt, renderReceipt, normalizeAgentInput, sha256, stableStringify, durableRunSummary, AgentRunController, createBudgetController, artifact, OUTPUT_CLAMP_FLOOR_TOKENS } from "knap";
+{
+  const r = await run(reviewer, "go");
+  const receipt = validateRunReceipt(r.receipt);
+  const text: string = renderReceipt(receipt);
+  const n = normalizeAgentInput("hi");
+  const bytes: number = n.textBytes;
+  const digest: string = sha256(stableStringify({ a: 1 }));
+  const summary = durableRunSummary([]);
+  if (summary.status === "completed") summary.result.text.toUpperCase();
+  const c = new AgentRunController();
+  c.steer("x");
+  const b = createBudgetController();
+  const floor: 256 = OUTPUT_CLAMP_FLOOR_TOKENS;
+  void [text, bytes, digest, b, floor, artifact({ strategy: "verbatim" }).strategy];
+}

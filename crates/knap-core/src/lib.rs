@@ -15,6 +15,7 @@ pub mod limits;
 pub mod lines;
 pub mod policy;
 pub mod program;
+pub mod receipt_check;
 pub mod sandbox;
 pub mod schema;
 pub mod search;

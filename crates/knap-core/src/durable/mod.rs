@@ -4,6 +4,7 @@
 pub mod canonical;
 pub mod journal;
 pub mod store;
+pub mod summary;
 
 use std::fmt;
 

@@ -1,0 +1,2 @@
+// knap shim for the reference's dist/adapters.js: re-exports ../lib/entry/adapters.mjs.
+export * from "../lib/entry/adapters.mjs";

@@ -1,0 +1,2 @@
+// knap shim for the reference's dist/cache-planner/index.js.
+export * from "../../lib/entry/cache-engine.mjs";

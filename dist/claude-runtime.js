@@ -1,0 +1,2 @@
+// knap shim for the reference's dist/claude-runtime.js: re-exports ../lib/entry/claude.mjs.
+export * from "../lib/entry/claude.mjs";

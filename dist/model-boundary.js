@@ -1,0 +1,2 @@
+// knap shim for the reference's dist/model-boundary.js: re-exports ../lib/entry/model-boundary.mjs.
+export * from "../lib/entry/model-boundary.mjs";

@@ -1,0 +1,2 @@
+// knap shim for the reference's dist/model-usage.js: re-exports ../lib/model-usage.mjs.
+export * from "../lib/model-usage.mjs";

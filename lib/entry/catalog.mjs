@@ -1,0 +1,2 @@
+// `@caveman-ai/agent/catalog`.
+export * from "../catalog.mjs";

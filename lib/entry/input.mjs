@@ -1,0 +1,2 @@
+// `@caveman-ai/agent/input`.
+export * from "../input.mjs";

@@ -1,0 +1,2 @@
+// `@caveman-ai/agent/model-usage`.
+export * from "../model-usage.mjs";

@@ -124,3 +124,6 @@ export declare const AGENT_DIR_ENTRY: string;
 export declare class ConnectRuntime { constructor(...args: unknown[]) }
 export declare class HttpDurableStore { constructor(...args: unknown[]) }
 export declare class ObjectDurableStore { constructor(...args: unknown[]) }
+export { PROGRAMMATIC_TOOL_NAME, programmaticToolInstructions, createProgrammaticToolRuntime } from "./programmatic-tools.mjs";
+export declare class ProgrammaticSpeculationScope { constructor(...args: unknown[]) }
+export declare const createProgrammaticToolErrorWrapper: Unsupported, programmaticToolMetadata: Unsupported;

@@ -27,3 +27,4 @@ export {
   runLocked,
 } from "./definition-extras.mjs";
 export * from "./unsupported.mjs";
+export { PROGRAMMATIC_TOOL_NAME, programmaticToolInstructions, createProgrammaticToolRuntime } from "./programmatic-tools.mjs";

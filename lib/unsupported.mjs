@@ -86,3 +86,8 @@ export const ObjectDurableStore = unsupportedClass("durable_store", "ObjectDurab
 
 // Claude Agent SDK runtime (`/claude`).
 export const runClaudeAgent = unsupported("claude", "runClaudeAgent", "@anthropic-ai/claude-agent-sdk's runtime bridge");
+
+// Programmatic-tool pieces knap/code does not build (speculative dispatch, error wrapping, metadata).
+export const ProgrammaticSpeculationScope = unsupportedClass("programmatic_tools", "ProgrammaticSpeculationScope", "speculative programmatic dispatch");
+export const createProgrammaticToolErrorWrapper = unsupported("programmatic_tools", "createProgrammaticToolErrorWrapper", "the programmatic-tool error wrapper");
+export const programmaticToolMetadata = unsupported("programmatic_tools", "programmaticToolMetadata", "programmatic-tool metadata");

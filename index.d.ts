@@ -334,6 +334,9 @@ export interface BindingToolSpec {
   inputJson: string
 }
 
+/** Canonical JSON of JSON text: keys sorted recursively, no whitespace (`stableStringify`). */
+export declare function canonicalJson(json: string): string
+
 /**
  * `capOutput(text, maxBytes)` of `shell-tools.ts`: the first `maxBytes` bytes and the
  * `[caveman-code: output capped at …]` marker when the text is longer.
@@ -406,6 +409,11 @@ export declare function codingLimits(): BindingCodingLimits
 /** The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS. */
 export declare const DURABLE_MAX_JOURNAL_BYTES: number
 
+export declare function durableInputIsReplayable(input: string): boolean
+
+/** `durableRunSummary(lines)` as JSON text. */
+export declare function durableRunSummaryJson(lines: Array<string>): string
+
 export declare const HTTP_BACKEND_CANCEL_TIMEOUT_MS: number
 
 /** `httpExecutionBackend`'s response caps and `/cancel` timeout (knap-core's limits). */
@@ -444,6 +452,9 @@ export declare function matchModelId(model: string, candidates: Array<string>): 
 /** The cell's result text: printed lines, else the formatted return value, else `ok`; capped. */
 export declare function programCellOutput(printed: Array<string>, returned?: string | undefined | null): string
 
+/** Lowercase hex SHA-256 of UTF-8 text or bytes. */
+export declare function sha256Hex(data: string | Buffer): string
+
 export declare function staticContextDiagnostics(agentJson: string): BindingStaticContext
 
 /** The USD of one AI SDK step. */
@@ -472,3 +483,6 @@ export interface TokenPricingInput {
 
 /** `TOOL_POLICY_TIMEOUT_MS` of the reference: 10,000 ms. */
 export declare const TOOL_POLICY_TIMEOUT_MS: number
+
+/** `defineRunReceipt`'s checks on snapshotted receipt JSON; throws `cave_run_receipt_invalid:<field>`. */
+export declare function validateRunReceiptJson(json: string): void

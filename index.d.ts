@@ -138,11 +138,45 @@ export declare class NativeShellTools {
   execute(name: string, inputJson: string, cancel?: CancelToken | undefined | null): Promise<BindingToolResult>
 }
 
+export declare function agentCommandInvocation(id: string, body: string, request: string): string
+
+export declare function agentCommandsIndex(entriesJson: string): string
+
+/** `loadAgentEnvironment`: options as JSON (paths resolved by the caller), the environment as JSON. */
+export declare function agentEnvironmentLoad(optionsJson: string): Promise<string>
+
+export declare function agentPluginLoad(root: string): Promise<string>
+
+export declare function agentSkillDirectoryLoad(root: string, plugin?: string | undefined | null): Promise<string>
+
+export declare function agentSkillInvocation(id: string, body: string, request: string): string
+
+/** `parseAgentSkill(raw, {file, root, id?, plugin?})` → the skill as JSON. */
+export declare function agentSkillParse(raw: string, file: string, root: string, id?: string | undefined | null, plugin?: string | undefined | null): string
+
+export declare function agentSkillResourceRead(skillRoot: string, skillId: string, resource: string): Promise<string>
+
+export declare function agentSkillsIndex(entriesJson: string): string
+
+/** `expandAgentEnvironmentSlashCommand`: skills and commands as `{id: body}` JSON maps. */
+export declare function agentSlashExpand(prompt: string, skillsJson: string, commandsJson: string): string
+
+export declare function agentWorkspaceRoot(cwd: string): Promise<string>
+
 /**
  * Awaits a policy's Promise answer (resolving to the encoded decision) with the timeout
  * (`TOOL_POLICY_TIMEOUT_MS` unless `timeoutMs`), then judges it.
  */
 export declare function awaitPolicyAnswer(answer: Promise<string>, timeoutMs?: number | undefined | null): Promise<BindingDecision>
+
+/** bashkit's `discoverSkills`: `{skills: SkillMetadata[], warnings: string[]}` as JSON. */
+export declare function bashkitDiscoverSkills(paths: Array<string>): Promise<string>
+
+/** bashkit's `loadSkillBundle(dir)` files as a `{path: text}` JSON object. */
+export declare function bashkitLoadBundle(dir: string): Promise<string>
+
+/** bashkit's `parseSkillMetadata(content, path)` → `{skill, warning?}` as JSON. */
+export declare function bashkitParseSkill(content: string, path: string): string
 
 /** An `ExecResult`; `code` is `null` when the process died of a signal or was stopped. */
 export interface BindingBackendExecResult {

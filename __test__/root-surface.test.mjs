@@ -212,3 +212,32 @@ test("artifact, transforms, sandbox probe, runLocked", async () => {
   assert.equal(locked.unlocked, false);
   await assert.rejects(knap.runLocked(def, "hi", { transformIDs: ["caveman.x"] }), { code: "cave_build_lock_unsupported" });
 });
+
+test("options knap does not act on are refused with a code naming them; printReceipt writes and prints", async () => {
+  const def = agent({ id: "opts", instructions: "x", model: fauxModel(), sandbox: "host" });
+  const go = (extra) => run(def, "hi", { model: fauxModel(), streamFn: scriptedStream([{ text: "ok" }]), ...extra });
+  for (const [name, value] of [["modelRouter", () => ({})], ["controller", new knap.AgentRunController()], ["maxSubagentInvocations", 3], ["maxConcurrentSubagents", 2]]) {
+    await assert.rejects(go({ [name]: value }), { code: "cave_run_option_unsupported", message: new RegExp(`^cave_run_option_unsupported:${name}:`) });
+  }
+  await assert.rejects(go({ onBudgetExhausted: async () => "stop", budget: { maxTokens: 1000 } }), { message: /cave_run_option_unsupported:onBudgetExhausted/ });
+  await assert.rejects(go({ budgetController: knap.createBudgetController() }), { code: "cave_budget_controller_without_budget" });
+  await assert.rejects(go({ maxSubagentInvocations: 0 }), { code: "cave_subagent_invocation_limit_invalid" });
+  await assert.rejects(go({ sandboxProfile: { network: true, childProcess: false, credentialEnv: [] } }), { code: "cave_sandbox_network_egress_unbounded" });
+  await assert.rejects(go({ sandboxProfile: { network: false, childProcess: true, credentialEnv: [] } }), { code: "cave_sandbox_child_process_containment_unavailable" });
+  assert.equal((await go({ onBudgetExhausted: "stop" })).text, "ok");
+
+  const rootDir = fs.mkdtempSync(path.join(os.tmpdir(), "knap-print-"));
+  const writes = [];
+  const original = process.stdout.write;
+  process.stdout.write = (chunk) => (writes.push(String(chunk)), true);
+  let result;
+  try {
+    result = await go({ printReceipt: true, rootDir });
+  } finally {
+    process.stdout.write = original;
+  }
+  const [stamp] = fs.readdirSync(path.join(rootDir, ".caveman", "runs"));
+  const file = path.join(rootDir, ".caveman", "runs", stamp, "receipt.json");
+  assert.deepEqual(JSON.parse(fs.readFileSync(file, "utf8")), JSON.parse(JSON.stringify(result.receipt)));
+  assert.match(writes.join(""), new RegExp(`^run complete · 1 turn · \\d+\\.\\ds\\n[\\s\\S]*full receipt   \\.caveman/runs/${stamp}/receipt\\.json\\n$`));
+});

@@ -10,6 +10,8 @@ import { resolveModelCall } from "./models.mjs";
 import { callModel } from "./transport.mjs";
 import { storeRef, jsStoreDispatcher } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
+import { refuseUnactedOptions } from "./run-options.mjs";
+import { printRunReceipt } from "./receipt.mjs";
 
 const INTERNAL_OPTIONS = ["buildIdentity", "efficiencyPlan", "lockedBuild", "candidatePlan", "caveRoute", "invocationTrace"];
 const announcedHost = new Set();
@@ -38,7 +40,10 @@ export function errorCode(message) {
 export async function run(definition, input, options = {}) {
   // run() reads only the terminal event, so the kernel skips the `pi` events altogether.
   for await (const event of startRun(definition, input, options, true)) {
-    if (event.type === "run_end") return event.result;
+    if (event.type === "run_end") {
+      if (options?.printReceipt === true) printRunReceipt(event.result, options.rootDir ?? process.cwd());
+      return event.result;
+    }
     if (event.type === "run_error") throw new CavemanRunError(event.code, event.message, event.receipt);
   }
   throw new Error("caveman agent: run ended without terminal evidence");
@@ -213,6 +218,7 @@ function startRun(definition, input, options, quiet) {
 
 // `input` is the caller's input as given: a durable run journals it literally (`run_started.input`).
 async function* runEvents(definition, content, options, quiet, input) {
+  refuseUnactedOptions(definition, options);
   if (options.cacheRetention !== undefined && !CACHE_RETENTIONS.has(options.cacheRetention)) {
     throw new Error(`cave_cache_retention_invalid: cacheRetention must be "none", "short" or "long", got ${JSON.stringify(options.cacheRetention)}`);
   }

@@ -9,6 +9,7 @@ mod kernel;
 mod code;
 mod policy;
 mod shell_tools;
+mod skills;
 mod surface;
 
 pub use ai_sdk::*;
@@ -19,6 +20,7 @@ pub use kernel::*;
 pub use code::*;
 pub use policy::*;
 pub use shell_tools::*;
+pub use skills::*;
 pub use surface::*;
 
 use napi_derive::napi;

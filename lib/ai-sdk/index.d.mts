@@ -379,3 +379,5 @@ export declare function toAiSdkTools(
   tools: readonly KnapTool[] | Record<string, KnapTool>,
   options?: { toolPolicy?: (input: any) => unknown; runId?: string; agentId?: string; agentPath?: string[] },
 ): ToolSet;
+export { discoverSkills, parseSkillMetadata, skillsToXml, loadSkillBundle, loadSkillBundles, fetchSkill, fetchSkills, setupAgentEnvironment } from "./skills.mjs";
+export type { DiscoverSkillsOptions, SkillBundle, SkillContent, AgentEnvironmentConfig, SetupResult } from "./skills.mjs";

@@ -12,3 +12,4 @@ export { pruneMessages, pruneMessagesByTokens, estimateTokens, estimateMessageTo
 export { anthropicPromptCacheMiddleware, anthropicPromptCacheMiddlewareV2 } from "./middleware.mjs";
 export { withContext, applyContextLayers, createExecutionPolicy, createOutputPolicy, middleTruncate } from "./context.mjs";
 export { toAiSdkTools } from "./adapter.mjs";
+export { discoverSkills, parseSkillMetadata, skillsToXml, loadSkillBundle, loadSkillBundles, fetchSkill, fetchSkills, setupAgentEnvironment } from "./skills.mjs";

@@ -19,6 +19,7 @@ pub mod receipt_check;
 pub mod sandbox;
 pub mod schema;
 pub mod search;
+pub mod skills;
 pub mod store;
 pub mod text;
 pub mod tools;

@@ -1,0 +1,46 @@
+// Run options knap validates but whose behaviour its kernel does not provide yet are refused
+// with a code naming them, never accepted and ignored.
+import { codedError } from "./native.mjs";
+
+const range = (name, value, max, code) => {
+  if (value !== undefined && !(Number.isSafeInteger(value) && value >= 1 && value <= max)) {
+    throw codedError(code, `${code}: ${name} must be an integer from 1 to ${max}`);
+  }
+};
+
+function unsupported(name, why) {
+  return codedError("cave_run_option_unsupported", `cave_run_option_unsupported:${name}: ${why}`);
+}
+
+/** Throws for the first option a run would otherwise silently ignore. */
+export function refuseUnactedOptions(definition, options) {
+  range("maxSubagentInvocations", options.maxSubagentInvocations, 65_536, "cave_subagent_invocation_limit_invalid");
+  range("maxConcurrentSubagents", options.maxConcurrentSubagents, 1_024, "cave_subagent_concurrency_limit_invalid");
+  if (options.printReceipt !== undefined && typeof options.printReceipt !== "boolean") {
+    throw codedError("cave_print_receipt_invalid", "cave_print_receipt_invalid: printReceipt must be a boolean");
+  }
+  const profile = options.sandboxProfile;
+  if (profile !== undefined) {
+    if (!profile || typeof profile !== "object") throw codedError("cave_sandbox_profile_invalid");
+    if (profile.network === true) throw codedError("cave_sandbox_network_egress_unbounded");
+    if (profile.childProcess === true) throw codedError("cave_sandbox_child_process_containment_unavailable");
+    if (profile.network && typeof profile.network === "object") throw unsupported("sandboxProfile.network", "egress policies need an OS sandbox knap does not have");
+  }
+  if (options.budgetController !== undefined && options.budget === undefined) {
+    throw codedError("cave_budget_controller_without_budget");
+  }
+  const notYet = [
+    ["modelRouter", "knap's kernel does not route calls between models yet"],
+    ["controller", "knap's kernel does not deliver steering or follow-up messages yet"],
+    ["budgetController", "knap's kernel does not release staged budget yet"],
+    ["maxSubagentInvocations", "knap's kernel does not count subagent invocations yet"],
+    ["maxConcurrentSubagents", "knap's kernel does not limit concurrent subagents yet"],
+  ];
+  for (const [name, why] of notYet) if (options[name] !== undefined) throw unsupported(name, why);
+  if (options.onBudgetExhausted !== undefined && options.onBudgetExhausted !== "stop") {
+    throw unsupported("onBudgetExhausted", "knap's kernel does not escalate an exhausted budget yet; use \"stop\"");
+  }
+  if (options.budget && options.budget.onExhausted === "compact" && options.budget.compaction !== undefined) {
+    throw unsupported("budget.compaction", "knap's kernel does not compact context yet; set budget.onExhausted: \"stop\"");
+  }
+}

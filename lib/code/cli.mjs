@@ -58,7 +58,8 @@ export async function main(argv = process.argv.slice(2), io = { stdout: process.
     return undefined;
   }
   if (!runtime) requirePiAi();
-  const sdk = runtime ?? (await import("../code.mjs"));
+  // Only what a session needs, not all of knap/code: this is the path to the first prompt.
+  const sdk = runtime ?? (await loadSessionModules());
   const agent = sdk.createCodingAgent({
     ...(options.workspace !== undefined ? { workspace: options.workspace } : {}),
     ...(options.model !== undefined ? { model: options.model } : {}),
@@ -84,6 +85,11 @@ export async function main(argv = process.argv.slice(2), io = { stdout: process.
     // The session was handed this agent, so it does not close it: live bash sessions end here.
     await agent.close?.();
   }
+}
+
+async function loadSessionModules() {
+  const [agent, repl, baseURL] = await Promise.all([import("./agent.mjs"), import("./repl.mjs"), import("./provider-base-url.mjs")]);
+  return { createCodingAgent: agent.createCodingAgent, runCodingSession: repl.runCodingSession, codingModelsAtProviderBaseURL: baseURL.codingModelsAtProviderBaseURL };
 }
 
 /** The command talks to a provider through the optional peer pi-ai: say so before starting. */

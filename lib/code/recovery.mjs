@@ -1,20 +1,21 @@
 // The recovery proof: compress the largest recorded tool output with the external Caveman
 // engine, retrieve it by handle and compare digests. knap ships no engine; without one on PATH
 // (or `engineBin` / CAVEMAN_ENGINE_BIN) the proof says the engine is unavailable.
-import { spawn } from "node:child_process";
+import { createRequire } from "node:module";
 import { createHash } from "node:crypto";
 import { codedError } from "../native.mjs";
 
 const TRANSFORM_ID = "caveman.engine.terminal.v1";
 const ENGINE_TIMEOUT_MS = 30_000;
 
+const require = createRequire(import.meta.url);
 const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
 
 function runEngine(bin, args, stdin) {
   return new Promise((resolve, reject) => {
     let child;
     try {
-      child = spawn(bin, args, { stdio: ["pipe", "pipe", "pipe"], timeout: ENGINE_TIMEOUT_MS });
+      child = require("node:child_process").spawn(bin, args, { stdio: ["pipe", "pipe", "pipe"], timeout: ENGINE_TIMEOUT_MS });
     } catch (error) {
       reject(error);
       return;

@@ -2,10 +2,13 @@
 // native ledger (call budget, arguments, repeats; knap_core::program), dispatches it through the
 // kernel as a composite call (`context.dispatch`, policy-checked with `parentToolCallId`), and
 // turns the Worker's end into the cell's result or its `cave_program_*` error.
-import { Worker } from "node:worker_threads";
+import { createRequire } from "node:module";
 import { native, codedError } from "../native.mjs";
 
 const WORKER_URL = new URL("./worker.mjs", import.meta.url);
+// Loaded with the first cell: a coding session that never runs one does not pay for it.
+const require = createRequire(import.meta.url);
+let workerThreads;
 const WORKER_ENV_KEYS = ["LANG", "LC_ALL", "TZ", "NO_COLOR"];
 
 let limitsCache;
@@ -103,7 +106,9 @@ export function runCell(runtime, code, signal, context) {
       tracked.finally(() => inFlight.delete(tracked));
     };
 
+    let Worker;
     try {
+      ({ Worker } = workerThreads ?? (workerThreads = require("node:worker_threads")));
       worker = new Worker(WORKER_URL, {
         workerData: { code, names: [...runtime.nested.keys()], syncTimeoutMs: limits.programSyncTimeoutMs },
         execArgv: [],

@@ -499,3 +499,33 @@ test("codingModelsAtProviderBaseURL rewrites the provider's base URL and validat
   assert.equal(model.baseUrl, "http://127.0.0.1:1");
   assert.equal(model.api, "anthropic-messages");
 });
+
+test("an execution backend runs the coding agent's tools elsewhere (no command sessions there)", async () => {
+  const ws = tempWorkspace();
+  try {
+    const requests = [];
+    const backend = {
+      id: "fake-remote",
+      async exec(request) {
+        requests.push(request);
+        return { stdout: "remote says hi\n", stderr: "", code: 0, timedOut: false, truncated: false };
+      },
+      async readFile() {
+        return new TextEncoder().encode("remote file\n");
+      },
+      async writeFile() {},
+    };
+    const agent = createCodingAgent({ workspace: ws.root, model: "a/b", executionBackend: backend });
+    const result = await run(agent.definition, "go", {
+      model: fauxModel(),
+      streamFn: scriptedStream([{ toolCalls: [{ name: "bash", args: { command: "echo hi" } }, { name: "read_file", args: { path: "x.txt" } }] }, { text: "done" }]),
+    });
+    assert.equal(result.text, "done");
+    assert.deepEqual(requests.map((r) => [r.command, r.args]), [["sh", ["-c", "echo hi"]]]);
+    assert.deepEqual(agent.samples.map((s) => s.label).sort(), ["bash:echo hi", "read_file:x.txt"]);
+    assert.equal(agent.samples.find((s) => s.label === "bash:echo hi").text, "exit 0\nremote says hi\n");
+  } finally {
+    ws.cleanup();
+  }
+});
+

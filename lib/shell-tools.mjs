@@ -22,7 +22,7 @@ export function shellTools(options) {
     throw codedError("cave_shell_tools_workspace_required", "cave_shell_tools_workspace_required: shellTools needs options.workspace (a directory path)");
   }
   const backend = options.executionBackend;
-  const local = backend === undefined || isLocalExecutionBackend(backend);
+  const local = isLocalBackend(backend);
   if (options.commandSessions !== undefined) {
     if (!local) throw codedError("cave_execution_backend_command_sessions_local_only");
     throw codedError("cave_command_sessions_unsupported", "cave_command_sessions_unsupported: knap does not run interactive bash sessions yet");

@@ -7,6 +7,7 @@ import { PassThrough } from "node:stream";
 
 import { createCodingAgent, runCodingSession, streamCodingTurn, startCodingSession, codingModelsAtProviderBaseURL, OBSERVE_ONLY_BANNER } from "../lib/code.mjs";
 import { fauxModel, scriptedStream } from "../lib/testing.mjs";
+import { AgentRunController } from "../lib/code.mjs";
 import { startFakeProvider } from "./fake-provider.mjs";
 import { tempWorkspace } from "./helpers.mjs";
 
@@ -190,9 +191,15 @@ test("streamCodingTurn: Pebble v1 events, one sequence per session, the turn rec
     streamFn: scriptedStream([{ toolCalls: [{ name: "read_file", args: { path: "a.txt" } }, { name: "read_file", args: { path: "missing.txt" } }] }, { text: "done" }]),
   };
   const events = [];
-  const it = streamCodingTurn(s, "read", { overrides });
+  const controller = new AgentRunController();
+  const it = streamCodingTurn(s, "read", { overrides, controller });
   let step;
-  while (!(step = await it.next()).done) events.push(step.value);
+  while (!(step = await it.next()).done) {
+    events.push(step.value);
+    if (events.length === 1) controller.followUp("and then?");
+  }
+  const queued = events.filter((e) => e.kind === "queue.changed");
+  assert.deepEqual(queued.map((e) => [e.queued, e.heldAfterInterrupt]), [[1, false]]);
   const turn = step.value;
   assert.equal(turn.text, "done");
   assert.deepEqual(s.turns, [turn]);

@@ -13,6 +13,7 @@ import type {
   Models,
 } from "./index.mjs";
 import type { ProgrammaticToolRuntime, ProgrammaticToolStats } from "./programmatic-tools.mjs";
+import type { AgentDefinitionTransform } from "./surface.mjs";
 
 export { PROGRAMMATIC_TOOL_NAME, createProgrammaticToolRuntime, programmaticToolInstructions } from "./programmatic-tools.mjs";
 export type { ProgrammaticToolRuntime, ProgrammaticToolStats } from "./programmatic-tools.mjs";
@@ -151,17 +152,8 @@ export declare function createCommandSessionRuntime(options?: CommandSessionRunt
 
 // ---------- run controller ----------
 
-/** Steering and follow-up queue of a live run. */
-export declare class AgentRunController {
-  constructor();
-  readonly state: Readonly<{ queued: number; heldAfterInterrupt: boolean }>;
-  subscribe(listener: (state: Readonly<{ queued: number; heldAfterInterrupt: boolean }>) => void): () => void;
-  steer(text: string): void;
-  followUp(text: string): void;
-  clear(index?: number): void;
-  interrupt(): void;
-  resume(): void;
-}
+export { AgentRunController } from "./surface.mjs";
+import type { AgentRunController } from "./surface.mjs";
 
 // ---------- the coding agent ----------
 
@@ -169,10 +161,6 @@ export type CodingToolSet = "full" | "pebble-v1";
 export type CodingToolMode = "direct" | "programmatic";
 export type SessionMode = "optimized" | "observe-only";
 
-interface AgentDefinitionTransform {
-  readonly id: string;
-  apply(definition: AgentDefinition): AgentDefinition;
-}
 
 export interface CodingAgentOptions {
   /** Default `process.cwd()`, resolved (not realpath'd). */

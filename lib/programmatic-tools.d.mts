@@ -44,3 +44,19 @@ export interface ProgrammaticToolInstructionOptions {
 export declare function createProgrammaticToolRuntime(direct: AgentDefinition, options?: ProgrammaticToolRuntimeOptions): ProgrammaticToolRuntime;
 /** The cell guidance (+ recovery guidance unless `additional` has it) + `additional`. */
 export declare function programmaticToolInstructions(additional?: string, options?: ProgrammaticToolInstructionOptions): string;
+
+/** Not built in knap: these throw `cave_programmatic_tools_unsupported`. */
+export { ProgrammaticSpeculationScope, createProgrammaticToolErrorWrapper, programmaticToolMetadata } from "./surface.mjs";
+export interface ProgrammaticSpeculationLaunch {
+  readonly name: string;
+  readonly args: unknown;
+  readonly provisionalParentToolCallId: string;
+}
+export interface ProgrammaticSpeculationActivation {
+  readonly toolCallId: string;
+  readonly source: string;
+}
+export interface ProgrammaticSpeculationDispatch {
+  readonly claimSpeculation?: boolean;
+  readonly signal?: AbortSignal;
+}

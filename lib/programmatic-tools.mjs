@@ -10,6 +10,9 @@ import { tool, assertToolName } from "./definition.mjs";
 import { runCell, codingLimits } from "./program/cell.mjs";
 
 export const PROGRAMMATIC_TOOL_NAME = "caveman_code";
+// The reference's internal pieces of this entry (speculative dispatch, error wrapping, metadata)
+// resolve and say they are not built.
+export { ProgrammaticSpeculationScope, createProgrammaticToolErrorWrapper, programmaticToolMetadata } from "./unsupported.mjs";
 
 const CORE = [
   "Use the caveman_code tool for ordinary workspace work: one async JavaScript cell can call several typed tools.",

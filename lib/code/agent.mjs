@@ -4,6 +4,7 @@
 import path from "node:path";
 import { native, codedError } from "../native.mjs";
 import { agent, output, memory as memoryDefinition } from "../definition.mjs";
+import { applyAgentDefinitionTransforms } from "../definition-extras.mjs";
 import { shellTools, isLocalBackend, localExecutionBackend } from "../shell-tools.mjs";
 import { createProgrammaticToolRuntime, PROGRAMMATIC_TOOL_NAME } from "../programmatic-tools.mjs";
 import { codingLimits } from "../program/cell.mjs";
@@ -177,25 +178,6 @@ export function defaultCodingPlan(modelID, namespace) {
   };
 }
 
-// ---------- definition transforms ----------
-
-const TRANSFORM_ID = /^[a-z0-9][a-z0-9._-]{0,95}$/;
-
-function applyDefinitionTransforms(definition, transforms) {
-  const seen = new Set();
-  let current = definition;
-  for (const transform of transforms) {
-    const id = transform?.id;
-    if (typeof id !== "string" || !TRANSFORM_ID.test(id)) throw new Error(`caveman agent: invalid definition transform id ${JSON.stringify(id)}`);
-    if (seen.has(id)) throw new Error(`caveman agent: duplicate definition transform ${JSON.stringify(id)}`);
-    seen.add(id);
-    const next = transform.apply(current);
-    if (next?.kind !== "agent") throw new Error(`caveman agent: definition transform ${JSON.stringify(id)} returned invalid definition`);
-    current = next;
-  }
-  return current;
-}
-
 // ---------- createCodingAgent ----------
 
 /** `createCodingAgent(options = {})`: see `CodingAgentOptions` in code.d.mts. */
@@ -249,7 +231,7 @@ export function createCodingAgent(options = {}) {
         onOutput: record,
       }),
     });
-    direct = applyDefinitionTransforms(direct, options.definitionTransforms ?? []);
+    direct = applyAgentDefinitionTransforms(direct, options.definitionTransforms ?? []);
   } catch (error) {
     sessions?.close().catch(() => {});
     throw error;

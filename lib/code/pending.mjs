@@ -10,10 +10,3 @@ export function commandSessionsAvailable() {
 export function createCommandSessionRuntime() {
   throw codedError("cave_command_sessions_unsupported", "cave_command_sessions_unsupported: knap does not run interactive bash sessions yet");
 }
-
-/** Steering and follow-up queue of a live run: not in this build yet. */
-export class AgentRunController {
-  constructor() {
-    throw codedError("cave_agent_run_controller_unsupported", "cave_agent_run_controller_unsupported: knap does not steer live runs yet");
-  }
-}

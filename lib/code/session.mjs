@@ -6,6 +6,7 @@ import { run, stream, rejectInternalRunOptions, CavemanRunError } from "../run.m
 import { createConversation } from "../conversation.mjs";
 import { CODING_RUN_BREAKERS, OBSERVE_ONLY_BANNER } from "./agent.mjs";
 import { turnBill } from "./bill.mjs";
+import { AgentRunController } from "../run-controller.mjs";
 
 const DEFAULT_GATEWAY_URL = "http://127.0.0.1:8787";
 const UNAVAILABLE_LINE =
@@ -153,8 +154,8 @@ function resultText(result) {
  * the run itself threw.
  */
 export async function* streamCodingTurn(session, input, options = {}) {
-  const { overrides = {}, controller } = options ?? {};
-  const runOptions = turnRunOptions(session, overrides, controller !== undefined ? { controller } : {});
+  const { overrides = {}, controller = new AgentRunController() } = options ?? {};
+  const runOptions = turnRunOptions(session, overrides, { controller });
   if (overrides.durable !== undefined) delete runOptions.conversation;
   let seq = sequences.get(session) ?? 0;
   const event = (kind, fields = {}) => {
@@ -164,8 +165,13 @@ export async function* streamCodingTurn(session, input, options = {}) {
   };
   const queue = [];
   let unsubscribe;
-  if (controller && typeof controller.subscribe === "function") {
-    unsubscribe = controller.subscribe((state) => queue.push(event("queue.changed", { queued: state.queued, heldAfterInterrupt: state.heldAfterInterrupt })));
+  if (typeof controller?.subscribe === "function") {
+    // subscribe() reports the current state at once; only changes become events.
+    let initial = true;
+    unsubscribe = controller.subscribe((state) => {
+      if (!initial) queue.push({ queued: state.queued, heldAfterInterrupt: state.heldAfterInterrupt });
+      initial = false;
+    });
   }
   try {
     yield event("turn.start", { turn: session.turns.length + 1 });
@@ -179,7 +185,7 @@ export async function* streamCodingTurn(session, input, options = {}) {
     }
     try {
       for await (const e of iterator) {
-        while (queue.length) yield queue.shift();
+        while (queue.length) yield event("queue.changed", queue.shift());
         for (const out of translate(e)) yield event(out.kind, out.fields);
         if (e.type === "run_end") {
           const turn = record(session, input, e.result);

@@ -191,15 +191,9 @@ test("streamCodingTurn: Pebble v1 events, one sequence per session, the turn rec
     streamFn: scriptedStream([{ toolCalls: [{ name: "read_file", args: { path: "a.txt" } }, { name: "read_file", args: { path: "missing.txt" } }] }, { text: "done" }]),
   };
   const events = [];
-  const controller = new AgentRunController();
-  const it = streamCodingTurn(s, "read", { overrides, controller });
+  const it = streamCodingTurn(s, "read", { overrides });
   let step;
-  while (!(step = await it.next()).done) {
-    events.push(step.value);
-    if (events.length === 1) controller.followUp("and then?");
-  }
-  const queued = events.filter((e) => e.kind === "queue.changed");
-  assert.deepEqual(queued.map((e) => [e.queued, e.heldAfterInterrupt]), [[1, false]]);
+  while (!(step = await it.next()).done) events.push(step.value);
   const turn = step.value;
   assert.equal(turn.text, "done");
   assert.deepEqual(s.turns, [turn]);
@@ -228,4 +222,11 @@ test("streamCodingTurn: Pebble v1 events, one sequence per session, the turn rec
   assert.match(more.at(-2).message, /^cave_agent_run_failed: cave_testing_script_exhausted/);
   assert.equal(more.at(-1).stopReason, "error");
   assert.equal(s.turns.length, 1);
+
+  // A controller is passed to the run, which refuses it until knap's kernel delivers queued messages.
+  const controlled = streamCodingTurn(s, "x", { overrides: { model: fauxModel(), streamFn: scriptedStream([{ text: "y" }]) }, controller: new AgentRunController() });
+  const refused = [];
+  while (!(step = await controlled.next()).done) refused.push(step.value);
+  assert.deepEqual(refused.map((e) => e.kind), ["turn.start", "error", "turn.end"]);
+  assert.match(refused[1].message, /^cave_run_option_unsupported:controller/);
 });

@@ -6,7 +6,6 @@ import { run, stream, rejectInternalRunOptions, CavemanRunError } from "../run.m
 import { createConversation } from "../conversation.mjs";
 import { CODING_RUN_BREAKERS, OBSERVE_ONLY_BANNER } from "./agent.mjs";
 import { turnBill } from "./bill.mjs";
-import { AgentRunController } from "../run-controller.mjs";
 
 const DEFAULT_GATEWAY_URL = "http://127.0.0.1:8787";
 const UNAVAILABLE_LINE =
@@ -154,8 +153,10 @@ function resultText(result) {
  * the run itself threw.
  */
 export async function* streamCodingTurn(session, input, options = {}) {
-  const { overrides = {}, controller = new AgentRunController() } = options ?? {};
-  const runOptions = turnRunOptions(session, overrides, { controller });
+  // The reference makes a controller per turn when none is given; knap's kernel does not deliver
+  // queued messages yet (run() refuses `controller`), so only a caller's controller is passed on.
+  const { overrides = {}, controller } = options ?? {};
+  const runOptions = turnRunOptions(session, overrides, controller !== undefined ? { controller } : {});
   if (overrides.durable !== undefined) delete runOptions.conversation;
   let seq = sequences.get(session) ?? 0;
   const event = (kind, fields = {}) => {

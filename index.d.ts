@@ -16,6 +16,20 @@ export declare class CancelToken {
   get cancelled(): boolean
 }
 
+export declare class NativeAgentTools {
+  /** Over knap's own sandbox (the native fast paths). */
+  static local(sandbox: NativeSandbox, defaultTimeoutMs?: number | undefined | null): NativeAgentTools
+  /** Over a user's sandbox object. */
+  static js(methods: JsSandboxMethods, defaultTimeoutMs?: number | undefined | null): NativeAgentTools
+  /**
+   * One tool with its configuration; throws `cave_tool_config_invalid` for a bad
+   * `allowedPaths` pattern.
+   */
+  tool(config?: AgentToolConfig | undefined | null): NativeTool
+  /** The resolved form of a tool path (for cache dependencies), or `null` outside the sandbox. */
+  absolute(path: string): string | null
+}
+
 export declare class NativeDiskStore {
   constructor(root: string)
   get root(): string
@@ -29,39 +43,6 @@ export declare class NativeDiskStore {
   breakLock(runId: string): Promise<boolean>
   close(runId: string): Promise<void>
   list(): Promise<Array<string>>
-}
-
-/** A core execution backend, for `localExecutionBackend()` and for `shellTools()`. */
-export declare class NativeExecutionBackend {
-  /** This host's backend. */
-  constructor()
-  /** A JS object's `exec`/`readFile`/`writeFile` as a backend the Rust tools call. */
-  static fromJs(id: string, exec: JsBackendExecFn, readFile: JsBackendReadFn, writeFile: JsBackendWriteFn, abort: JsBackendAbortFn): NativeExecutionBackend
-  get id(): string
-  get local(): boolean
-  /** `exec(request)`: the reference's result shape, built in JS from this. */
-  exec(request: BindingExecRequest, cancel?: CancelToken | undefined | null): Promise<BindingBackendExecResult>
-  readFile(path: string, maxBytes?: number | undefined | null): Promise<Buffer>
-  writeFile(path: string, data: Buffer): Promise<void>
-  /** Kills every command still running on this (local) backend; later calls are refused. */
-  close(): void
-}
-
-/** The per-call ledger of one running cell. */
-export declare class NativeProgramCell {
-  constructor(tools: NativeProgramTools)
-  /**
-   * Admits one nested call: `null` when it may be dispatched, else the error code (which is
-   * also the message the cell sees).
-   */
-  admit(name: string, argsJson: string): string | null
-}
-
-/** The nested tools of one programmatic runtime. */
-export declare class NativeProgramTools {
-  constructor(tools: Array<BindingProgramTool>)
-  /** The cell tool's description (head line, then each tool as comments and a declaration). */
-  description(): string
 }
 
 export declare class NativeRun {
@@ -92,11 +73,8 @@ export declare class NativeSandbox {
   constructor(options: BindingSandboxOptions)
   /** The canonical workspace directory. */
   get root(): string
-  /**
-   * The canonical absolute path of `path` (relative to the workspace); throws
-   * `cave_workspace_escape` outside it.
-   */
-  resolve(path: string): string
+  /** Stops the commands Bash started with `run_in_background` (their process groups). */
+  destroy(): void
   /**
    * Runs `/bin/sh -c command`; each stream comes back through `middleTruncate` at
    * `maxOutputLength` UTF-16 code units (only a head and a tail are ever held).
@@ -108,29 +86,11 @@ export declare class NativeSandbox {
   stat(path: string): Promise<BindingStat>
   deleteFile(path: string): Promise<void>
   rename(from: string, to: string): Promise<void>
-  /**
-   * The `Read` tool: JSON `{kind:"missing"}`, `{kind:"too_large",total_lines}`,
-   * `{type:"directory",entries,count}` or `{type:"text",content,lines,total_lines,nul_in_head,size}`.
-   */
-  read(path: string, options: BindingReadOptions): Promise<string>
-  /**
-   * A real glob (no cap) under `dir` (default: the workspace). JSON
-   * `{matches: ["<dir>/<rel>", …] newest first, stopped}`; throws `ENOENT`/`ENOTDIR` for a bad
-   * directory and `cave_glob_pattern` for a bad pattern.
-   */
-  glob(pattern: string, dir?: string | undefined | null, timeoutMs?: number | undefined | null, cancel?: CancelToken | undefined | null): Promise<string>
-  /**
-   * Grep's engine. `optionsJson`: `{pattern, path?, glob?, type?, output_mode?, i?, multiline?,
-   * before?, after?, offset?, head_limit?, max_line_length?, timeout_ms?}`. Returns bashkit's
-   * output object as JSON (plus `stopped`); throws `cave_grep_regex` / `cave_grep_glob` /
-   * `cave_grep_type` and errno codes for a missing path.
-   */
-  grep(optionsJson: string, cancel?: CancelToken | undefined | null): Promise<string>
 }
 
 export declare class NativeShellTools {
   /** Throws `cave_shell_tool_unknown:<name>` / `cave_shell_tool_duplicate:<name>` with that code. */
-  constructor(options: BindingShellToolsOptions, backend?: NativeExecutionBackend | undefined | null)
+  constructor(options: BindingShellToolsOptions)
   /** The id the kernel uses to run these tools natively. */
   get id(): number
   specs(): Array<BindingToolSpec>
@@ -138,30 +98,56 @@ export declare class NativeShellTools {
   execute(name: string, inputJson: string, cancel?: CancelToken | undefined | null): Promise<BindingToolResult>
 }
 
-export declare function agentCommandInvocation(id: string, body: string, request: string): string
+/** One configured tool of a tool set. */
+export declare class NativeTool {
+  bash(input: BashToolInput, cancel?: CancelToken | undefined | null): Promise<BashCall>
+  read(input: ReadToolInput): Promise<ReadTextOutput | ReadDirectoryOutput | ToolErrorResult>
+  write(input: WriteToolInput): Promise<WriteCall>
+  edit(input: EditToolInput): Promise<EditCall>
+  glob(input: GlobToolInput, cancel?: CancelToken | undefined | null): Promise<GlobToolOutput | ToolErrorResult>
+  grep(input: GrepToolInput, cancel?: CancelToken | undefined | null): Promise<GrepFilesOutput | GrepCountsOutput | GrepContentOutput | ToolErrorResult>
+  patch(patch: string): Promise<PatchCall>
+}
 
-export declare function agentCommandsIndex(entriesJson: string): string
+/**
+ * A tool input schema checked by the core's validator in zod's manner (defaults filled,
+ * unknown keys dropped, the first violation reported).
+ */
+export declare class ToolInputSchema {
+  constructor(schema: any)
+  check(value: any): SchemaCheck
+}
 
-/** `loadAgentEnvironment`: options as JSON (paths resolved by the caller), the environment as JSON. */
-export declare function agentEnvironmentLoad(optionsJson: string): Promise<string>
+/** A `ToolConfig` (bashkit's names); the AI SDK options (`strict`, …) stay in JS. */
+export interface AgentToolConfig {
+  timeout?: number
+  maxFileSize?: number
+  maxOutputLength?: number
+  maxLineLength?: number
+  allowedPaths?: Array<string>
+  blockedCommands?: Array<string>
+}
 
-export declare function agentPluginLoad(root: string): Promise<string>
+export declare function aiSdkLimits(): AiSdkLimits
 
-export declare function agentSkillDirectoryLoad(root: string, plugin?: string | undefined | null): Promise<string>
-
-export declare function agentSkillInvocation(id: string, body: string, request: string): string
-
-/** `parseAgentSkill(raw, {file, root, id?, plugin?})` → the skill as JSON. */
-export declare function agentSkillParse(raw: string, file: string, root: string, id?: string | undefined | null, plugin?: string | undefined | null): string
-
-export declare function agentSkillResourceRead(skillRoot: string, skillId: string, resource: string): Promise<string>
-
-export declare function agentSkillsIndex(entriesJson: string): string
-
-/** `expandAgentEnvironmentSlashCommand`: skills and commands as `{id: body}` JSON maps. */
-export declare function agentSlashExpand(prompt: string, skillsJson: string, commandsJson: string): string
-
-export declare function agentWorkspaceRoot(cwd: string): Promise<string>
+/** The AI SDK tool set's limits (`knap_core::limits`), for the JS adapters that apply them. */
+export interface AiSdkLimits {
+  defaultTimeoutMs: number
+  bashMaxTimeoutMs: number
+  bashMaxOutputLength: number
+  readMaxLines: number
+  readMaxLineLength: number
+  readMaxOutputLength: number
+  execMaxOutputLength: number
+  cacheTtlMs: number
+  cacheMaxEntries: number
+  cacheLogMaxEvents: number
+  openrouterCacheTtlMs: number
+  openrouterFetchTimeoutMs: number
+  openrouterRetryAfterMs: number
+  openrouterMaxModels: number
+  openrouterMaxContext: number
+}
 
 /**
  * Awaits a policy's Promise answer (resolving to the encoded decision) with the timeout
@@ -169,58 +155,34 @@ export declare function agentWorkspaceRoot(cwd: string): Promise<string>
  */
 export declare function awaitPolicyAnswer(answer: Promise<string>, timeoutMs?: number | undefined | null): Promise<BindingDecision>
 
-/** bashkit's `discoverSkills`: `{skills: SkillMetadata[], warnings: string[]}` as JSON. */
-export declare function bashkitDiscoverSkills(paths: Array<string>): Promise<string>
-
-/** bashkit's `loadSkillBundle(dir)` files as a `{path: text}` JSON object. */
-export declare function bashkitLoadBundle(dir: string): Promise<string>
-
-/** bashkit's `parseSkillMetadata(content, path)` → `{skill, warning?}` as JSON. */
-export declare function bashkitParseSkill(content: string, path: string): string
-
-/** An `ExecResult`; `code` is `null` when the process died of a signal or was stopped. */
-export interface BindingBackendExecResult {
-  stdout: string
-  stderr: string
-  code?: number
-  timedOut: boolean
-  truncated: boolean
-  startFailed?: boolean
+export interface BashBackground {
+  pid: number
+  output_file: string
 }
 
 /**
- * How a JS backend call settled. The JS side never rejects: a thrown error arrives as
- * `ok: false` with its `code` and `message`, so `ENOENT`/`EISDIR` keep their meaning in Rust.
+ * What a writing tool answers: its result, and the resolved paths it may have written
+ * (`touchedAll`: anything), for the cache's invalidation log.
  */
-export interface BindingBackendReply {
-  ok: boolean
-  code?: string
-  message?: string
-  exec?: BindingBackendExecResult
-  data?: Buffer
+export interface BashCall {
+  result: BashToolOutput | ToolErrorResult
+  touched: Array<string>
+  touchedAll: boolean
 }
 
-export interface BindingCodingLimits {
-  capReadFile: number
-  capGrep: number
-  capBash: number
-  capWriteFile: number
-  capEditFile: number
-  capReadToolOutput: number
-  breakerRepeatedToolCalls: number
-  breakerRepeatedWindowTurns: number
-  breakerNoProgressTurns: number
-  breakerMaxToolCallsPerTurn: number
-  programMaxToolCallsPerCell: number
-  programSyncTimeoutMs: number
-  programTimeoutMs: number
-  programToolTimeoutMs: number
-  programSourceMaxBytes: number
-  programOutputMaxBytes: number
-  programSettleMs: number
-  programWorkerOldGenerationMb: number
-  programWorkerYoungGenerationMb: number
-  programWorkerStackMb: number
+export interface BashToolInput {
+  command: string
+  timeout?: number
+  run_in_background?: boolean
+}
+
+export interface BashToolOutput {
+  stdout: string
+  stderr: string
+  exit_code?: number
+  interrupted?: boolean
+  duration_ms?: number
+  background?: BashBackground
 }
 
 /**
@@ -234,16 +196,6 @@ export interface BindingDecision {
   cause?: string
 }
 
-/** An `ExecRequest` without its `signal` (cancellation crosses separately). */
-export interface BindingExecRequest {
-  command: string
-  args: Array<string>
-  cwd: string
-  env: Record<string, string>
-  timeoutMs: number
-  maxOutputBytes: number
-}
-
 export interface BindingExecResult {
   stdout: string
   stderr: string
@@ -254,22 +206,6 @@ export interface BindingExecResult {
   aborted: boolean
   /** A stream went over `maxOutputLength` and was middle-truncated. */
   truncated: boolean
-}
-
-/** What Rust asks a JS backend's `exec`: `callId` names the call for `abort(callId)`. */
-export interface BindingJsExecCall {
-  callId: number
-  request: BindingExecRequest
-}
-
-export interface BindingJsReadCall {
-  path: string
-  maxBytes?: number
-}
-
-export interface BindingJsWriteCall {
-  path: string
-  data: Buffer
 }
 
 /**
@@ -286,23 +222,6 @@ export interface BindingKernelStats {
   debugBuild: boolean
 }
 
-/** One tool a cell may call, as `createProgrammaticToolRuntime` passes it. */
-export interface BindingProgramTool {
-  name: string
-  description: string
-  /** JSON Schema of the input, as JSON text. */
-  inputJson: string
-  allowRepeat: boolean
-}
-
-export interface BindingReadOptions {
-  offset?: number
-  limit?: number
-  maxLinesWithoutLimit: number
-  maxLineLength: number
-  maxOutputLength: number
-}
-
 /**
  * How a run ended: `phase` is `"options"` (invalid options: throw a plain Error before the
  * run), `"run"` (a run error: `message` and `receiptJson`), or `"done"` (`resultJson`).
@@ -316,7 +235,7 @@ export interface BindingRunOutcome {
 }
 
 export interface BindingSandboxOptions {
-  /** The workspace directory (must exist). */
+  /** The working directory (`workingDirectory` / bashkit's `cwd`); created if missing. */
   workspace: string
   /** Variables added to the allow-listed environment commands see. */
   env?: Record<string, string>
@@ -368,14 +287,8 @@ export interface BindingToolSpec {
   inputJson: string
 }
 
-/** Canonical JSON of JSON text: keys sorted recursively, no whitespace (`stableStringify`). */
-export declare function canonicalJson(json: string): string
-
-/**
- * `capOutput(text, maxBytes)` of `shell-tools.ts`: the first `maxBytes` bytes and the
- * `[caveman-code: output capped at …]` marker when the text is longer.
- */
-export declare function capOutput(text: string, maxBytes: number): string
+/** Canonical JSON (keys sorted at every level), as the cache keys use it. */
+export declare function canonicalJson(value: any): string
 
 export declare function catalogContextWindow(provider: string, id: string): number | null
 
@@ -431,38 +344,81 @@ export interface CatalogUsage {
   cacheWrite?: number
 }
 
-/**
- * `null` when the cell source may run, else `cave_program_source_required` /
- * `cave_program_source_limit`.
- */
-export declare function checkProgramSource(code?: string | undefined | null): string | null
-
-/** The limits the JS layer of `knap/code` needs, from `knap_core::limits` (one place). */
-export declare function codingLimits(): BindingCodingLimits
-
 /** The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS. */
 export declare const DURABLE_MAX_JOURNAL_BYTES: number
 
-export declare function durableInputIsReplayable(input: string): boolean
+export interface EditCall {
+  result: EditToolOutput | ToolErrorResult
+  touched: Array<string>
+  touchedAll: boolean
+}
 
-/** `durableRunSummary(lines)` as JSON text. */
-export declare function durableRunSummaryJson(lines: Array<string>): string
+export interface EditToolInput {
+  file_path: string
+  old_string: string
+  new_string: string
+  replace_all?: boolean
+}
 
-export declare const HTTP_BACKEND_CANCEL_TIMEOUT_MS: number
+export interface EditToolOutput {
+  message: string
+  file_path: string
+  replacements: number
+}
 
-/** `httpExecutionBackend`'s response caps and `/cancel` timeout (knap-core's limits). */
-export declare const HTTP_BACKEND_RESPONSE_MAX_BYTES: number
+export interface GlobToolInput {
+  pattern: string
+  path?: string
+}
 
-export declare const HTTP_BACKEND_RESPONSE_SLACK_BYTES: number
+export interface GlobToolOutput {
+  matches: Array<string>
+  count: number
+  search_path: string
+}
 
-/** `abort(callId)`: aborts the `AbortSignal` the JS `exec` call was given. Must not throw. */
-export type JsBackendAbortFn = ((arg: number) => void)
+export interface GrepContentOutput {
+  matches: Array<GrepMatch>
+  total_matches: number
+}
 
-export type JsBackendExecFn = ((arg: BindingJsExecCall) => Promise<BindingBackendReply>)
+export interface GrepCount {
+  file: string
+  count: number
+}
 
-export type JsBackendReadFn = ((arg: BindingJsReadCall) => Promise<BindingBackendReply>)
+export interface GrepCountsOutput {
+  counts: Array<GrepCount>
+  total: number
+}
 
-export type JsBackendWriteFn = ((arg: BindingJsWriteCall) => Promise<BindingBackendReply>)
+export interface GrepFilesOutput {
+  files: Array<string>
+  count: number
+}
+
+export interface GrepMatch {
+  file: string
+  line_number: number
+  line: string
+  before_context?: Array<string>
+  after_context?: Array<string>
+}
+
+export interface GrepToolInput {
+  pattern: string
+  path?: string
+  glob?: string
+  type?: string
+  output_mode?: string
+  '-i'?: boolean
+  '-B'?: number
+  '-A'?: number
+  '-C'?: number
+  head_limit?: number
+  offset?: number
+  multiline?: boolean
+}
 
 /**
  * A run's dispatcher, `(messageJson: string) => string | Promise<string>`: the one weak
@@ -470,6 +426,23 @@ export type JsBackendWriteFn = ((arg: BindingJsWriteCall) => Promise<BindingBack
  * policy, JS stores), so everything arrives in the order Rust sent it.
  */
 export type JsDispatchFn = ((arg: string) => Promise<string> | string)
+
+/**
+ * A user's sandbox object, method by method (the JS adapter wraps each so it returns a
+ * Promise of a normalized value).
+ */
+export interface JsSandboxMethods {
+  exec: ((arg0: string, arg1: SandboxExecOptions) => Promise<SandboxExecResult>)
+  readFile: ((arg: string) => Promise<string>)
+  writeFile: ((arg0: string, arg1: string) => Promise<boolean>)
+  readDir: ((arg: string) => Promise<Array<string>>)
+  fileExists: ((arg: string) => Promise<boolean>)
+  isDirectory: ((arg: string) => Promise<boolean>)
+  deleteFile?: ((arg: string) => Promise<boolean>)
+  /** Answers `sandbox.rgPath` at call time. */
+  rgPath: ((arg: boolean) => Promise<string | undefined | null>)
+  workingDirectory?: string
+}
 
 /**
  * Judges a policy's synchronous answer (encoded as for the threadsafe path) at once, with no
@@ -483,11 +456,68 @@ export declare function kernelStats(): BindingKernelStats
 /** Three-tier model-id matching: the index of the candidate `model` resolves to, or `undefined`. */
 export declare function matchModelId(model: string, candidates: Array<string>): number | null
 
-/** The cell's result text: printed lines, else the formatted return value, else `ok`; capped. */
-export declare function programCellOutput(printed: Array<string>, returned?: string | undefined | null): string
+/** bashkit's `middleTruncate` (the core's one truncation helper). */
+export declare function middleTruncate(text: string, maxLength: number): string
 
-/** Lowercase hex SHA-256 of UTF-8 text or bytes. */
-export declare function sha256Hex(data: string | Buffer): string
+export interface PatchCall {
+  result: PatchToolOutput | ToolErrorResult
+  touched: Array<string>
+  touchedAll: boolean
+}
+
+export interface PatchFile {
+  status: string
+  path: string
+}
+
+export interface PatchToolOutput {
+  message: string
+  files: Array<PatchFile>
+}
+
+export interface ReadDirectoryOutput {
+  type: string
+  entries: Array<string>
+  count: number
+}
+
+export interface ReadLine {
+  line_number: number
+  content: string
+}
+
+export interface ReadTextOutput {
+  type: string
+  content: string
+  lines: Array<ReadLine>
+  total_lines: number
+}
+
+export interface ReadToolInput {
+  file_path: string
+  offset?: number
+  limit?: number
+}
+
+/** `sandbox.exec`'s options as the JS sandbox receives them. */
+export interface SandboxExecOptions {
+  timeout?: number
+}
+
+/** bashkit's `ExecResult`, as the JS adapter normalizes a sandbox's answer. */
+export interface SandboxExecResult {
+  stdout: string
+  stderr: string
+  exitCode?: number
+  durationMs?: number
+  interrupted?: boolean
+}
+
+/** The answer of a schema check: the conformed value, or the first violation's text. */
+export interface SchemaCheck {
+  value?: any
+  error?: string
+}
 
 export declare function staticContextDiagnostics(agentJson: string): BindingStaticContext
 
@@ -518,5 +548,23 @@ export interface TokenPricingInput {
 /** `TOOL_POLICY_TIMEOUT_MS` of the reference: 10,000 ms. */
 export declare const TOOL_POLICY_TIMEOUT_MS: number
 
-/** `defineRunReceipt`'s checks on snapshotted receipt JSON; throws `cave_run_receipt_invalid:<field>`. */
-export declare function validateRunReceiptJson(json: string): void
+export interface ToolErrorResult {
+  error: string
+}
+
+export interface WriteCall {
+  result: WriteToolOutput | ToolErrorResult
+  touched: Array<string>
+  touchedAll: boolean
+}
+
+export interface WriteToolInput {
+  file_path: string
+  content: string
+}
+
+export interface WriteToolOutput {
+  message: string
+  bytes_written: number
+  file_path: string
+}

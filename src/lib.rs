@@ -1,6 +1,7 @@
 //! The napi binding: converts types and implements core traits over JS callbacks. No tool
 //! logic lives here; see `crates/knap-core`.
 
+mod agent_tools;
 mod ai_sdk;
 mod catalog;
 mod durable;
@@ -12,6 +13,7 @@ mod shell_tools;
 mod skills;
 mod surface;
 
+pub use agent_tools::*;
 pub use ai_sdk::*;
 pub use catalog::*;
 pub use durable::*;

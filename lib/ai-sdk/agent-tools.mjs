@@ -1,8 +1,7 @@
 // `createAgentTools(sandbox, config)`: the tool set, wrapped (innermost first) by the timeout of
 // each tool, the cache, and the context layers; plus the budget tracker and the model registry.
-import { knapOf } from "./native.mjs";
-import { toolEnv, createBashTool, createReadTool, createWriteTool, createEditTool, createGlobTool, createGrepTool } from "./tools.mjs";
-import { createPatchTool } from "./patch.mjs";
+import { LIMITS } from "./native.mjs";
+import { toolEnv, createBashTool, createReadTool, createWriteTool, createEditTool, createGlobTool, createGrepTool, createPatchTool } from "./tools.mjs";
 import { createAskUserTool, createEnterPlanModeTool, createExitPlanModeTool, createSkillTool } from "./interactive.mjs";
 import { createWebSearchTool, createWebFetchTool } from "./web.mjs";
 import { cached, resolveCacheConfig, createInvalidationLog, CACHE_INTERNAL } from "./cache.mjs";
@@ -11,9 +10,9 @@ import { fetchOpenRouterModels, createBudgetTracker } from "./budget.mjs";
 import { codedError } from "../native.mjs";
 
 export const DEFAULT_CONFIG = Object.freeze({
-  defaultTimeout: 120000,
+  defaultTimeout: LIMITS.defaultTimeoutMs,
   workingDirectory: "/tmp",
-  tools: Object.freeze({ Bash: Object.freeze({ maxOutputLength: 30000 }) }),
+  tools: Object.freeze({ Bash: Object.freeze({ maxOutputLength: LIMITS.bashMaxOutputLength }) }),
 });
 
 const REQUIRED = ["exec", "readFile", "writeFile", "readDir", "fileExists", "isDirectory"];
@@ -39,7 +38,7 @@ export async function createAgentTools(sandbox, config = {}) {
   }
   const cacheConfig = resolveCacheConfig(config.cache);
   const log = cacheConfig ? createInvalidationLog() : undefined;
-  const env = toolEnv(sandbox, knapOf(sandbox), { defaultTimeout: config.defaultTimeout, log });
+  const env = toolEnv(sandbox, { defaultTimeout: config.defaultTimeout, log });
   const toolsConfig = { ...DEFAULT_CONFIG.tools, ...config.tools };
   const tools = {
     Bash: createBashTool(env, toolsConfig.Bash),

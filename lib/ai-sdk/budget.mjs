@@ -5,11 +5,13 @@
 // Model-id matching and the cost of a step are the core's (knap_core::catalog), through the binding.
 import { native } from "../native.mjs";
 
+import { LIMITS } from "./native.mjs";
+
 export const OPENROUTER_MODELS_URL = "https://openrouter.ai/api/v1/models";
-export const OPENROUTER_CACHE_TTL_MS = 24 * 60 * 60 * 1000;
-const FETCH_TIMEOUT_MS = 10_000;
+export const OPENROUTER_CACHE_TTL_MS = LIMITS.openrouterCacheTtlMs;
+const FETCH_TIMEOUT_MS = LIMITS.openrouterFetchTimeoutMs;
 /** After a failed fetch, the bundled catalog is used without retrying for this long. */
-const RETRY_AFTER_FAILURE_MS = 5 * 60 * 1000;
+const RETRY_AFTER_FAILURE_MS = LIMITS.openrouterRetryAfterMs;
 
 let cache = null; // { url, models, at }
 let inflight = null;
@@ -21,7 +23,7 @@ export function parseModels(json) {
   const list = json?.data;
   if (!Array.isArray(list)) throw new Error("OpenRouter models response has no data array");
   const models = new Map();
-  for (const m of list.slice(0, 10_000)) {
+  for (const m of list.slice(0, LIMITS.openrouterMaxModels)) {
     if (!m?.id || !m.pricing) continue;
     const prompt = Number.parseFloat(m.pricing.prompt ?? "");
     const completion = Number.parseFloat(m.pricing.completion ?? "");
@@ -32,7 +34,7 @@ export function parseModels(json) {
     const write = Number.parseFloat(m.pricing.input_cache_write ?? "");
     if (Number.isFinite(write) && write >= 0) pricing.cacheWritePerToken = write;
     const ctx = m.context_length;
-    const contextLength = typeof ctx === "number" && Number.isFinite(ctx) && ctx > 0 && ctx <= 10_000_000 ? ctx : 0;
+    const contextLength = typeof ctx === "number" && Number.isFinite(ctx) && ctx > 0 && ctx <= LIMITS.openrouterMaxContext ? ctx : 0;
     models.set(String(m.id).toLowerCase(), { pricing, contextLength });
   }
   return models;

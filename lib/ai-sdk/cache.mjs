@@ -5,12 +5,14 @@
 // write logged since then touched those paths (Bash touches everything). A result computed while
 // a write was in flight is therefore never served either.
 
-export const DEFAULT_TTL_MS = 5 * 60 * 1000;
+import { LIMITS, native } from "./native.mjs";
+
+export const DEFAULT_TTL_MS = LIMITS.cacheTtlMs;
 export const DEFAULT_CACHED_TOOLS = ["Read", "Glob", "Grep", "WebFetch", "WebSearch"];
 
 /** In-memory LRU: `get` refreshes recency, `set` evicts the least recently used when full. */
 export class LRUCacheStore {
-  constructor(maxSize = 1000) {
+  constructor(maxSize = LIMITS.cacheMaxEntries) {
     this.maxSize = maxSize;
     this.cache = new Map();
   }
@@ -41,27 +43,16 @@ export class LRUCacheStore {
   }
 }
 
-/** JSON with object keys sorted at every level (bashkit's key dropped nested keys). */
+/** Canonical JSON (keys sorted at every level; bashkit's key dropped nested keys), from the core. */
 export function stableStringify(value) {
-  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
-  if (Array.isArray(value)) return `[${value.map(stableStringify).join(",")}]`;
-  const keys = Object.keys(value).sort();
-  let out = "{";
-  let first = true;
-  for (const k of keys) {
-    const v = value[k];
-    if (v === undefined || typeof v === "function") continue;
-    out += `${first ? "" : ","}${JSON.stringify(k)}:${stableStringify(v)}`;
-    first = false;
-  }
-  return `${out}}`;
+  return native.canonicalJson(value);
 }
 
 export function defaultKeyGenerator(toolName, params) {
   return `${toolName}:${stableStringify(params)}`;
 }
 
-const MAX_EVENTS = 512;
+const MAX_EVENTS = LIMITS.cacheLogMaxEvents;
 
 /**
  * The invalidation log shared by one tool set. `invalidate(paths)` logs a write of those

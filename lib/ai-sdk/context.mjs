@@ -1,20 +1,17 @@
 // Context layers: wrappers around a tool's execute that may refuse a call before it runs
 // (`beforeExecute`) or rewrite its result after (`afterExecute`), plus the two built-in layers
 // (the execution policy of plan mode and the output policy that cuts big results).
+import { native } from "../native.mjs";
 
 /**
- * bashkit's middle truncation: unchanged when it fits, else the first half and the last half
- * of `maxLength` characters around `…K chars truncated…`, after `[Total output lines: N]`.
+ * bashkit's middle truncation (knap-core's one truncation helper): unchanged when it fits, else
+ * the first half and the last half of `maxLength` characters around `…K chars truncated…`,
+ * after `[Total output lines: N]`.
  */
 export function middleTruncate(text, maxLength) {
-  if (!Number.isFinite(maxLength) || maxLength < 0) return text;
+  if (typeof text !== "string" || !Number.isFinite(maxLength) || maxLength < 0) return text;
   if (text.length <= maxLength) return text;
-  const head = Math.floor(maxLength / 2);
-  const tail = maxLength - head;
-  const omitted = text.length - head - tail;
-  let lines = 1;
-  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) === 10) lines++;
-  return `[Total output lines: ${lines}]\n\n${text.slice(0, head)}\n\n…${omitted} chars truncated…\n\n${text.slice(text.length - tail)}`;
+  return native.middleTruncate(text, maxLength);
 }
 
 /** Wraps one tool with context layers; a tool without `execute` is returned as is. */

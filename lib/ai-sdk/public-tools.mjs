@@ -1,9 +1,7 @@
 // The single-tool factories with bashkit's signatures: `createXTool(sandbox, config?)`.
-import { knapOf } from "./native.mjs";
 import * as T from "./tools.mjs";
-import { createPatchTool as patchTool } from "./patch.mjs";
 
-const envOf = (sandbox, config) => T.toolEnv(sandbox, knapOf(sandbox), { defaultTimeout: config?.timeout });
+const envOf = (sandbox, config) => T.toolEnv(sandbox, { defaultTimeout: config?.timeout });
 
 export const createBashTool = (sandbox, config) => T.createBashTool(envOf(sandbox, config), config ?? {});
 export const createReadTool = (sandbox, config) => T.createReadTool(envOf(sandbox, config), config ?? {});
@@ -11,4 +9,4 @@ export const createWriteTool = (sandbox, config) => T.createWriteTool(envOf(sand
 export const createEditTool = (sandbox, config) => T.createEditTool(envOf(sandbox, config), config ?? {});
 export const createGlobTool = (sandbox, config) => T.createGlobTool(envOf(sandbox, config), config ?? {});
 export const createGrepTool = (sandbox, config) => T.createGrepTool(envOf(sandbox, config), config ?? {});
-export const createPatchTool = (sandbox, config) => patchTool(envOf(sandbox, config), config ?? {});
+export const createPatchTool = (sandbox, config) => T.createPatchTool(envOf(sandbox, config), config ?? {});

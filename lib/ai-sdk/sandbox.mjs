@@ -1,14 +1,13 @@
-// `createLocalSandbox`: bashkit's `Sandbox` interface on Node, backed by knap's Rust engine.
-// File operations are confined to the working directory (the workspace boundary of
-// `shellTools()`); commands run `/bin/sh -c` in it, in their own process group, killed as a
-// group on timeout or abort, with only a head and a tail of each stream held in memory.
-import { mkdirSync } from "node:fs";
-import { resolve } from "node:path";
-import { native, KNAP_SANDBOX, call, tokenFor } from "./native.mjs";
+// `createLocalSandbox`: bashkit's `Sandbox` interface on Node, backed by knap's Rust engine
+// (knap_core::sandbox::LocalSandbox). File operations are confined to the working directory
+// (the workspace boundary of `shellTools()`); commands run `/bin/sh -c` in it, in their own
+// process group, killed as a group on timeout or abort, with only a head and a tail of each
+// stream held in memory.
+import { native, KNAP_SANDBOX, LIMITS, call, tokenFor } from "./native.mjs";
 import { codedError } from "../native.mjs";
 
 /** What `sandbox.exec` returns at most per stream, in characters (the rest is middle-truncated). */
-export const EXEC_MAX_OUTPUT_LENGTH = 10_000_000;
+export const EXEC_MAX_OUTPUT_LENGTH = LIMITS.execMaxOutputLength;
 
 /**
  * @param {{ workingDirectory?: string, cwd?: string, env?: Record<string,string> }} [config]
@@ -17,17 +16,14 @@ export const EXEC_MAX_OUTPUT_LENGTH = 10_000_000;
  *   the host's API keys are never passed on).
  */
 export function createLocalSandbox(config = {}) {
-  const dir = resolve(config.workingDirectory ?? config.cwd ?? "/tmp");
-  mkdirSync(dir, { recursive: true });
   let handle;
   try {
-    handle = new native.NativeSandbox({ workspace: dir, env: config.env ?? undefined });
+    handle = new native.NativeSandbox({ workspace: String(config.workingDirectory ?? config.cwd ?? "/tmp"), env: config.env ?? undefined });
   } catch (error) {
     throw codedError(error.code ?? "cave_sandbox_failed", error.message);
   }
   const root = handle.root;
-  const background = new Set();
-  const state = { native: handle, background, root };
+  const state = { native: handle, root };
   const exists = async (path) => (await call(handle.stat(String(path)))).exists;
 
   const sandbox = {
@@ -39,13 +35,7 @@ export function createLocalSandbox(config = {}) {
       const [token, dispose] = tokenFor(options.signal);
       try {
         const r = await call(
-          handle.exec(
-            String(command),
-            options.timeout ?? undefined,
-            options.cwd ?? undefined,
-            options.maxOutputLength ?? EXEC_MAX_OUTPUT_LENGTH,
-            token,
-          ),
+          handle.exec(String(command), options.timeout ?? undefined, options.cwd ?? undefined, options.maxOutputLength ?? EXEC_MAX_OUTPUT_LENGTH, token),
         );
         return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, durationMs: r.durationMs, interrupted: r.interrupted };
       } finally {
@@ -63,16 +53,7 @@ export function createLocalSandbox(config = {}) {
     rename: (from, to) => call(handle.rename(String(from), String(to))),
     /** Stops the commands that Bash started with `run_in_background`. */
     async destroy() {
-      for (const pid of background) {
-        try {
-          process.kill(-pid, "SIGKILL");
-        } catch {
-          try {
-            process.kill(pid, "SIGKILL");
-          } catch {}
-        }
-      }
-      background.clear();
+      handle.destroy();
     },
     /** The canonical workspace directory. */
     workingDirectory: root,

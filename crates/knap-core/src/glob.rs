@@ -70,6 +70,11 @@ pub struct CompiledGlob {
 
 const META: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
 
+/// A character with a meaning in a glob (`*?[]{}\\`).
+pub fn is_glob_meta(c: char) -> bool {
+  META.contains(&c)
+}
+
 impl CompiledGlob {
   pub fn new(pattern: &str) -> Result<Self, GlobError> {
     let mut p = pattern.trim();

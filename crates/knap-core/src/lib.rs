@@ -2,6 +2,8 @@
 //! output store and workspace boundary, the execution backend, and the tool-policy evaluator.
 //! No napi types live here; the binding crate converts and implements the host traits.
 
+pub mod agent_tools;
+pub mod apply_patch;
 pub mod canonical;
 pub mod cap;
 pub mod catalog;

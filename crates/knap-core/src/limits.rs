@@ -130,3 +130,37 @@ pub const PROGRAM_WORKER_YOUNG_GENERATION_MB: u32 = 16;
 pub const PROGRAM_WORKER_STACK_MB: u32 = 4;
 /// Type rendering in the cell tool's description stops at this depth (`unknown`).
 pub const PROGRAM_TYPE_MAX_DEPTH: usize = 5;
+/// The AI SDK tool set (`knap/ai-sdk`, bashkit 0.7.1's defaults).
+/// `defaultTimeout` of every tool (ms).
+pub const AI_DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// Bash: a call's own `timeout` is capped here (ms).
+pub const AI_BASH_MAX_TIMEOUT_MS: u64 = 600_000;
+/// Bash: `maxOutputLength` of each stream (UTF-16 units, middle-truncated).
+pub const AI_BASH_MAX_OUTPUT_LENGTH: usize = 30_000;
+/// Read: without a `limit`, files with more lines are refused (`maxFileSize` replaces it).
+pub const AI_READ_MAX_LINES: u64 = 500;
+/// Read and Grep: lines are cut at this many UTF-16 units (`maxLineLength`).
+pub const AI_READ_MAX_LINE_LENGTH: usize = 2_000;
+/// Read: `content` is middle-truncated at this many UTF-16 units (`maxOutputLength`).
+pub const AI_READ_MAX_OUTPUT_LENGTH: usize = 60_000;
+/// Read: a NUL among this many first characters of a file with a binary extension refuses it.
+pub const AI_READ_BINARY_SNIFF_CHARS: usize = 1_000;
+/// `sandbox.exec`: at most this many UTF-16 units per stream come back (middle-truncated).
+pub const AI_EXEC_MAX_OUTPUT_LENGTH: usize = 10_000_000;
+/// Bash `run_in_background`: launching the command may take this long (ms).
+pub const AI_BACKGROUND_START_TIMEOUT_MS: u64 = 10_000;
+/// Read: files up to this size are read on the calling thread (no thread hop).
+pub const AI_INLINE_READ_MAX_BYTES: u64 = 64 * 1024;
+/// Cache: results are kept this long by default (ms), in an LRU of this many entries.
+pub const AI_CACHE_TTL_MS: u64 = 5 * 60 * 1000;
+pub const AI_CACHE_MAX_ENTRIES: usize = 1_000;
+/// The invalidation log of one tool set keeps this many writes.
+pub const AI_CACHE_LOG_MAX_EVENTS: usize = 512;
+/// OpenRouter's model registry: kept this long, fetched with this timeout, and after a failure
+/// not asked again for this long (ms).
+pub const AI_OPENROUTER_CACHE_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+pub const AI_OPENROUTER_FETCH_TIMEOUT_MS: u64 = 10_000;
+pub const AI_OPENROUTER_RETRY_AFTER_MS: u64 = 5 * 60 * 1000;
+/// OpenRouter's registry: at most this many models are read, each context length at most this.
+pub const AI_OPENROUTER_MAX_MODELS: usize = 10_000;
+pub const AI_OPENROUTER_MAX_CONTEXT: u64 = 10_000_000;

@@ -111,6 +111,8 @@ pub struct ReadText {
 pub struct LocalSandbox {
   workspace: Workspace,
   env: Vec<(String, String)>,
+  /// Process groups started by Bash's `run_in_background` (stopped by `destroy`).
+  background: Mutex<Vec<u32>>,
 }
 
 impl LocalSandbox {
@@ -118,6 +120,77 @@ impl LocalSandbox {
     Self {
       workspace: Workspace::new(root),
       env,
+      background: Mutex::new(Vec::new()),
+    }
+  }
+
+  /// `createLocalSandbox`: the directory is created if missing (bashkit's default `/tmp`), then
+  /// opened as the workspace.
+  pub fn create(dir: &Path, env: Vec<(String, String)>) -> Result<Self, ToolError> {
+    let abs = if dir.is_absolute() {
+      dir.to_path_buf()
+    } else {
+      std::env::current_dir()
+        .unwrap_or_else(|_| PathBuf::from("/"))
+        .join(dir)
+    };
+    std::fs::create_dir_all(&abs).map_err(|e| ToolError::from_io(&e, "mkdir", &abs))?;
+    let sb = Self::new(abs, env);
+    sb.workspace.root()?;
+    Ok(sb)
+  }
+
+  /// Starts `command` in its own session (`setsid`), stdin closed, stdout and stderr to `log`;
+  /// returns its pid (also its process group) at once. A thread reaps it when it ends.
+  pub fn spawn_background(&self, command: &str, log: &str) -> Result<u32, ToolError> {
+    use std::os::unix::process::CommandExt;
+    let root = self.workspace.root()?;
+    let out = std::fs::File::create(log).map_err(|e| ToolError::from_io(&e, "open", Path::new(log)))?;
+    let err = out
+      .try_clone()
+      .map_err(|e| ToolError::from_io(&e, "dup", Path::new(log)))?;
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd
+      .arg("-c")
+      .arg(command)
+      .current_dir(&root.path)
+      .env_clear()
+      .envs(self.env.iter().cloned())
+      .stdin(std::process::Stdio::null())
+      .stdout(out)
+      .stderr(err);
+    // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+      cmd.pre_exec(|| {
+        libc::setsid();
+        Ok(())
+      });
+    }
+    let mut child = cmd
+      .spawn()
+      .map_err(|e| ToolError::from_io(&e, "spawn", Path::new("/bin/sh")))?;
+    let pid = child.id();
+    self
+      .background
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .push(pid);
+    std::thread::spawn(move || {
+      let _ = child.wait();
+    });
+    Ok(pid)
+  }
+
+  /// `sandbox.destroy()`: kills the process groups Bash started in the background.
+  pub fn destroy(&self) {
+    let pids = std::mem::take(&mut *self.background.lock().unwrap_or_else(|e| e.into_inner()));
+    for pid in pids {
+      // SAFETY: plain syscalls; a negative pid addresses the process group the command leads.
+      unsafe {
+        if libc::kill(-(pid as i32), libc::SIGKILL) != 0 {
+          libc::kill(pid as i32, libc::SIGKILL);
+        }
+      }
     }
   }
 
@@ -215,17 +288,23 @@ impl LocalSandbox {
     })
   }
 
+  /// The file as text (invalid UTF-8 becomes U+FFFD, as `readFile(path, "utf8")` decodes).
   pub fn read_to_string(&self, path: &str) -> Result<String, ToolError> {
+    Ok(match String::from_utf8(self.read_bytes(path)?) {
+      Ok(s) => s,
+      Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+  }
+
+  /// The file's bytes.
+  pub fn read_bytes(&self, path: &str) -> Result<Vec<u8>, ToolError> {
     let r = self.workspace.resolve(path)?;
     let file = self.open_regular(path, &r)?;
     let mut bytes = Vec::new();
     (&file)
       .read_to_end(&mut bytes)
       .map_err(|e| ToolError::from_io(&e, "read", &r.abs))?;
-    Ok(match String::from_utf8(bytes) {
-      Ok(s) => s,
-      Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    })
+    Ok(bytes)
   }
 
   fn open_regular(&self, path: &str, r: &Resolved) -> Result<std::fs::File, ToolError> {
@@ -361,6 +440,15 @@ impl LocalSandbox {
 enum LinesResult {
   TooLarge(u64),
   Text(ReadText),
+}
+
+/// The Read tool over a text already in memory (a sandbox that only offers `readFile`): the
+/// same line reader and window as a file.
+pub fn read_text(bytes: &[u8], opts: &ReadOptions) -> std::io::Result<ReadOutcome> {
+  Ok(match read_lines(bytes, opts)? {
+    LinesResult::TooLarge(total_lines) => ReadOutcome::TooLarge { total_lines },
+    LinesResult::Text(t) => ReadOutcome::Text(t),
+  })
 }
 
 /// The Read printer over the one line reader: the lines of `[start, end)` cut at

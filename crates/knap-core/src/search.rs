@@ -134,6 +134,34 @@ impl std::fmt::Display for SearchError {
   }
 }
 
+/// Threads for a parallel walk: the machine's, at most 8.
+pub fn walk_threads() -> usize {
+  std::thread::available_parallelism()
+    .map(|n| n.get())
+    .unwrap_or(2)
+    .min(8)
+}
+
+/// Sets `stop` (the flag a search or a glob walk polls) when `cancel` fires or `timeout_ms`
+/// pass (0: no timeout); abort the returned task once the work is done.
+pub fn stop_on(
+  stop: Arc<AtomicBool>,
+  cancel: tokio_util::sync::CancellationToken,
+  timeout_ms: u64,
+) -> tokio::task::JoinHandle<()> {
+  tokio::spawn(async move {
+    if timeout_ms > 0 {
+      tokio::select! {
+        _ = cancel.cancelled() => {}
+        _ = tokio::time::sleep(std::time::Duration::from_millis(timeout_ms)) => {}
+      }
+    } else {
+      cancel.cancelled().await;
+    }
+    stop.store(true, Ordering::Relaxed);
+  })
+}
+
 /// rg prints a path as the scope it was given joined with the path below it (`./a.txt`); a
 /// single file is printed as given.
 pub fn display_path(display: &str, scope: &Path, path: &Path) -> String {

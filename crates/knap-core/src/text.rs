@@ -72,4 +72,86 @@ pub const PROGRAM_EMPTY_OUTPUT: &str = "ok";
 /// whatever the cell tool is called).
 pub fn program_truncated_marker(total_bytes: usize) -> String {
   format!("\n... caveman_code output truncated ({total_bytes} bytes) ...\n")
+/// Every text of the AI SDK tool set (`knap/ai-sdk`), worded as bashkit 0.7.1 words it.
+pub mod ai {
+  pub const EDIT_SAME: &str = "old_string and new_string must be different";
+  pub const EDIT_EMPTY: &str = "old_string must not be empty";
+  pub const PATCH_EMPTY: &str = "Patch contains no operations";
+  pub const RG_MISSING: &str =
+    "Ripgrep not available. Call ensureSandboxTools(sandbox) before using Grep with remote sandboxes.";
+
+  pub fn timed_out(tool: &str, ms: u64) -> String {
+    format!("{tool} timed out after {ms}ms")
+  }
+  pub fn aborted(tool: &str) -> String {
+    format!("{tool} was aborted")
+  }
+  pub fn outside(root: &str, path: &str) -> String {
+    format!("Path is outside the working directory ({root}): {path}")
+  }
+  pub fn not_allowed(path: &str) -> String {
+    format!("Path not allowed: {path}")
+  }
+  pub fn path_not_found(path: &str) -> String {
+    format!("Path not found: {path}")
+  }
+  pub fn not_a_directory(path: &str) -> String {
+    format!("Not a directory: {path}")
+  }
+  pub fn file_not_found(path: &str) -> String {
+    format!("File not found: {path}")
+  }
+  pub fn command_blocked(what: &str) -> String {
+    format!("Command blocked: contains '{what}'")
+  }
+  /// Where a background command's output goes.
+  pub fn background_log(pid: u32, n: u64) -> String {
+    format!("/tmp/knap-bash-bg_{pid}_{n}.log")
+  }
+  pub fn background_failed(why: &str) -> String {
+    format!("Failed to start the command in the background: {why}")
+  }
+  pub fn background_started(pid: u32, log: &str) -> String {
+    format!(
+      "Started in the background (pid {pid}). Its output goes to {log}: read it with Bash (for example `tail -n 50 {log}`); stop it with `kill {pid}`."
+    )
+  }
+  pub fn file_too_large(lines: u64) -> String {
+    format!(
+      "File is large ({lines} lines). Use 'offset' and 'limit' to read in chunks. Example: offset=1, limit=100 for first 100 lines."
+    )
+  }
+  pub fn binary_file(path: &str, size: u64, ext: &str) -> String {
+    format!(
+      "Cannot read binary file: {path} (file exists, {size} bytes). Use appropriate tools to process {} files (e.g., Python scripts for PDFs).",
+      ext.to_uppercase()
+    )
+  }
+  pub fn content_too_large(max: u64, got: u64) -> String {
+    format!("File content exceeds maximum size of {max} bytes (got {got})")
+  }
+  pub fn wrote(path: &str) -> String {
+    format!("Successfully wrote to {path}")
+  }
+  pub fn edited(path: &str) -> String {
+    format!("Successfully edited {path}")
+  }
+  pub fn string_not_found(old: &str) -> String {
+    format!("String not found in file: \"{old}\"")
+  }
+  pub fn string_ambiguous(n: usize) -> String {
+    format!("String appears {n} times in file. Use replace_all=true to replace all, or provide a more unique string.")
+  }
+  pub fn invalid_glob_pattern(why: &str) -> String {
+    format!("Invalid glob pattern: {why}")
+  }
+  pub fn invalid_regex(why: &str) -> String {
+    format!("Invalid regex: {why}")
+  }
+  pub fn invalid_glob(why: &str) -> String {
+    format!("Invalid glob: {why}")
+  }
+  pub fn delete_failed(path: &str, stderr: &str) -> String {
+    format!("Failed to delete {path}: {stderr}")
+  }
 }

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -18,7 +17,7 @@ use crate::cap::{cap_tool_output, CapRequest, Direction};
 use crate::error::{Caveman, ToolError};
 use crate::exec::{ExecRequest, ExecResult};
 use crate::limits::{GREP_MAX_MATCHES, GREP_TIMEOUT_MS, PROCESS_CAPTURE_MAX_BYTES};
-use crate::search::{search, Printer, SearchOutput, SearchRequest, SearchResult};
+use crate::search::{search, stop_on, walk_threads, Printer, SearchOutput, SearchRequest, SearchResult};
 use crate::text;
 use crate::workspace::Root;
 
@@ -54,24 +53,11 @@ pub(super) async fn run(
     display,
     glob,
     max_lines: GREP_MAX_MATCHES,
-    threads: std::thread::available_parallelism()
-      .map(|n| n.get())
-      .unwrap_or(2)
-      .min(8),
+    threads: walk_threads(),
   };
   // Cancel on abort or after rg's 30 s budget.
   let stop = Arc::new(AtomicBool::new(false));
-  let watcher = {
-    let stop = stop.clone();
-    let cancel = cancel.clone();
-    tokio::spawn(async move {
-      tokio::select! {
-        _ = cancel.cancelled() => {}
-        _ = tokio::time::sleep(Duration::from_millis(GREP_TIMEOUT_MS)) => {}
-      }
-      stop.store(true, Ordering::Relaxed);
-    })
-  };
+  let watcher = stop_on(stop.clone(), cancel.clone(), GREP_TIMEOUT_MS);
   let search_stop = stop.clone();
   let outcome = blocking(move || Ok(grep_search(&options, &search_stop))).await;
   watcher.abort();

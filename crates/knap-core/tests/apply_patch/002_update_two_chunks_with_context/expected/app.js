@@ -1,0 +1,7 @@
+function a() {
+  return 10;
+}
+
+function b() {
+  return 20;
+}

@@ -45,6 +45,39 @@ export declare class NativeDiskStore {
   list(): Promise<Array<string>>
 }
 
+/** A core execution backend, for `localExecutionBackend()` and for `shellTools()`. */
+export declare class NativeExecutionBackend {
+  /** This host's backend. */
+  constructor()
+  /** A JS object's `exec`/`readFile`/`writeFile` as a backend the Rust tools call. */
+  static fromJs(id: string, exec: JsBackendExecFn, readFile: JsBackendReadFn, writeFile: JsBackendWriteFn, abort: JsBackendAbortFn): NativeExecutionBackend
+  get id(): string
+  get local(): boolean
+  /** `exec(request)`: the reference's result shape, built in JS from this. */
+  exec(request: BindingExecRequest, cancel?: CancelToken | undefined | null): Promise<BindingBackendExecResult>
+  readFile(path: string, maxBytes?: number | undefined | null): Promise<Buffer>
+  writeFile(path: string, data: Buffer): Promise<void>
+  /** Kills every command still running on this (local) backend; later calls are refused. */
+  close(): void
+}
+
+/** The per-call ledger of one running cell. */
+export declare class NativeProgramCell {
+  constructor(tools: NativeProgramTools)
+  /**
+   * Admits one nested call: `null` when it may be dispatched, else the error code (which is
+   * also the message the cell sees).
+   */
+  admit(name: string, argsJson: string): string | null
+}
+
+/** The nested tools of one programmatic runtime. */
+export declare class NativeProgramTools {
+  constructor(tools: Array<BindingProgramTool>)
+  /** The cell tool's description (head line, then each tool as comments and a declaration). */
+  description(): string
+}
+
 export declare class NativeRun {
   constructor()
   /** Answers request `id` (a model turn or a JS tool call): `ok` with its text, or the error message. */
@@ -90,7 +123,7 @@ export declare class NativeSandbox {
 
 export declare class NativeShellTools {
   /** Throws `cave_shell_tool_unknown:<name>` / `cave_shell_tool_duplicate:<name>` with that code. */
-  constructor(options: BindingShellToolsOptions)
+  constructor(options: BindingShellToolsOptions, backend?: NativeExecutionBackend | undefined | null)
   /** The id the kernel uses to run these tools natively. */
   get id(): number
   specs(): Array<BindingToolSpec>
@@ -185,6 +218,51 @@ export interface BashToolOutput {
   background?: BashBackground
 }
 
+/** An `ExecResult`; `code` is `null` when the process died of a signal or was stopped. */
+export interface BindingBackendExecResult {
+  stdout: string
+  stderr: string
+  code?: number
+  timedOut: boolean
+  truncated: boolean
+  startFailed?: boolean
+}
+
+/**
+ * How a JS backend call settled. The JS side never rejects: a thrown error arrives as
+ * `ok: false` with its `code` and `message`, so `ENOENT`/`EISDIR` keep their meaning in Rust.
+ */
+export interface BindingBackendReply {
+  ok: boolean
+  code?: string
+  message?: string
+  exec?: BindingBackendExecResult
+  data?: Buffer
+}
+
+export interface BindingCodingLimits {
+  capReadFile: number
+  capGrep: number
+  capBash: number
+  capWriteFile: number
+  capEditFile: number
+  capReadToolOutput: number
+  breakerRepeatedToolCalls: number
+  breakerRepeatedWindowTurns: number
+  breakerNoProgressTurns: number
+  breakerMaxToolCallsPerTurn: number
+  programMaxToolCallsPerCell: number
+  programSyncTimeoutMs: number
+  programTimeoutMs: number
+  programToolTimeoutMs: number
+  programSourceMaxBytes: number
+  programOutputMaxBytes: number
+  programSettleMs: number
+  programWorkerOldGenerationMb: number
+  programWorkerYoungGenerationMb: number
+  programWorkerStackMb: number
+}
+
 /**
  * `decideToolCall`'s outcome: `allow`, `deny` (with `reason`), or `error` (with `code` and,
  * for `cave_tool_policy_failed`, the `cause` message).
@@ -194,6 +272,16 @@ export interface BindingDecision {
   reason?: string
   code?: string
   cause?: string
+}
+
+/** An `ExecRequest` without its `signal` (cancellation crosses separately). */
+export interface BindingExecRequest {
+  command: string
+  args: Array<string>
+  cwd: string
+  env: Record<string, string>
+  timeoutMs: number
+  maxOutputBytes: number
 }
 
 export interface BindingExecResult {
@@ -208,6 +296,22 @@ export interface BindingExecResult {
   truncated: boolean
 }
 
+/** What Rust asks a JS backend's `exec`: `callId` names the call for `abort(callId)`. */
+export interface BindingJsExecCall {
+  callId: number
+  request: BindingExecRequest
+}
+
+export interface BindingJsReadCall {
+  path: string
+  maxBytes?: number
+}
+
+export interface BindingJsWriteCall {
+  path: string
+  data: Buffer
+}
+
 /**
  * Process-wide kernel counters (profiling, `bench/kernel.mjs`): model calls and the time spent
  * waiting for the transport, executed tool calls and the time spent executing them. Nanosecond
@@ -220,6 +324,15 @@ export interface BindingKernelStats {
   toolExecNs: number
   /** Whether this addon is a debug build (timings from one are not representative). */
   debugBuild: boolean
+}
+
+/** One tool a cell may call, as `createProgrammaticToolRuntime` passes it. */
+export interface BindingProgramTool {
+  name: string
+  description: string
+  /** JSON Schema of the input, as JSON text. */
+  inputJson: string
+  allowRepeat: boolean
 }
 
 /**
@@ -287,8 +400,14 @@ export interface BindingToolSpec {
   inputJson: string
 }
 
-/** Canonical JSON (keys sorted at every level), as the cache keys use it. */
-export declare function canonicalJson(value: any): string
+/** Canonical JSON of JSON text: keys sorted recursively, no whitespace (`stableStringify`). */
+export declare function canonicalJson(json: string): string
+
+/**
+ * `capOutput(text, maxBytes)` of `shell-tools.ts`: the first `maxBytes` bytes and the
+ * `[caveman-code: output capped at …]` marker when the text is longer.
+ */
+export declare function capOutput(text: string, maxBytes: number): string
 
 export declare function catalogContextWindow(provider: string, id: string): number | null
 
@@ -344,8 +463,22 @@ export interface CatalogUsage {
   cacheWrite?: number
 }
 
+/**
+ * `null` when the cell source may run, else `cave_program_source_required` /
+ * `cave_program_source_limit`.
+ */
+export declare function checkProgramSource(code?: string | undefined | null): string | null
+
+/** The limits the JS layer of `knap/code` needs, from `knap_core::limits` (one place). */
+export declare function codingLimits(): BindingCodingLimits
+
 /** The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS. */
 export declare const DURABLE_MAX_JOURNAL_BYTES: number
+
+export declare function durableInputIsReplayable(input: string): boolean
+
+/** `durableRunSummary(lines)` as JSON text. */
+export declare function durableRunSummaryJson(lines: Array<string>): string
 
 export interface EditCall {
   result: EditToolOutput | ToolErrorResult
@@ -420,6 +553,22 @@ export interface GrepToolInput {
   multiline?: boolean
 }
 
+export declare const HTTP_BACKEND_CANCEL_TIMEOUT_MS: number
+
+/** `httpExecutionBackend`'s response caps and `/cancel` timeout (knap-core's limits). */
+export declare const HTTP_BACKEND_RESPONSE_MAX_BYTES: number
+
+export declare const HTTP_BACKEND_RESPONSE_SLACK_BYTES: number
+
+/** `abort(callId)`: aborts the `AbortSignal` the JS `exec` call was given. Must not throw. */
+export type JsBackendAbortFn = ((arg: number) => void)
+
+export type JsBackendExecFn = ((arg: BindingJsExecCall) => Promise<BindingBackendReply>)
+
+export type JsBackendReadFn = ((arg: BindingJsReadCall) => Promise<BindingBackendReply>)
+
+export type JsBackendWriteFn = ((arg: BindingJsWriteCall) => Promise<BindingBackendReply>)
+
 /**
  * A run's dispatcher, `(messageJson: string) => string | Promise<string>`: the one weak
  * threadsafe function through which the kernel reaches JS (events, model turns, JS tools, the
@@ -475,6 +624,9 @@ export interface PatchToolOutput {
   files: Array<PatchFile>
 }
 
+/** The cell's result text: printed lines, else the formatted return value, else `ok`; capped. */
+export declare function programCellOutput(printed: Array<string>, returned?: string | undefined | null): string
+
 export interface ReadDirectoryOutput {
   type: string
   entries: Array<string>
@@ -519,6 +671,9 @@ export interface SchemaCheck {
   error?: string
 }
 
+/** Lowercase hex SHA-256 of UTF-8 text or bytes. */
+export declare function sha256Hex(data: string | Buffer): string
+
 export declare function staticContextDiagnostics(agentJson: string): BindingStaticContext
 
 /** The USD of one AI SDK step. */
@@ -551,6 +706,9 @@ export declare const TOOL_POLICY_TIMEOUT_MS: number
 export interface ToolErrorResult {
   error: string
 }
+
+/** `defineRunReceipt`'s checks on snapshotted receipt JSON; throws `cave_run_receipt_invalid:<field>`. */
+export declare function validateRunReceiptJson(json: string): void
 
 export interface WriteCall {
   result: WriteToolOutput | ToolErrorResult

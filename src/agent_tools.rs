@@ -683,12 +683,6 @@ pub fn middle_truncate(text: String, max_length: f64) -> String {
   knap_core::truncate::middle_truncate(&text, max_length.floor() as usize)
 }
 
-/// Canonical JSON (keys sorted at every level), as the cache keys use it.
-#[napi]
-pub fn canonical_json(value: serde_json::Value) -> String {
-  knap_core::canonical::stable_json(&value)
-}
-
 /// The answer of a schema check: the conformed value, or the first violation's text.
 #[napi(object)]
 pub struct SchemaCheck {

@@ -43,9 +43,12 @@ export class LRUCacheStore {
   }
 }
 
-/** Canonical JSON (keys sorted at every level; bashkit's key dropped nested keys), from the core. */
+/**
+ * Canonical JSON of a call's parameters (keys sorted at every level; bashkit's key dropped
+ * nested keys), from the core. What JSON drops (undefined, functions) is dropped here too.
+ */
 export function stableStringify(value) {
-  return native.canonicalJson(value);
+  return native.canonicalJson(JSON.stringify(value) ?? "null");
 }
 
 export function defaultKeyGenerator(toolName, params) {

@@ -130,6 +130,7 @@ pub const PROGRAM_WORKER_YOUNG_GENERATION_MB: u32 = 16;
 pub const PROGRAM_WORKER_STACK_MB: u32 = 4;
 /// Type rendering in the cell tool's description stops at this depth (`unknown`).
 pub const PROGRAM_TYPE_MAX_DEPTH: usize = 5;
+
 /// The AI SDK tool set (`knap/ai-sdk`, bashkit 0.7.1's defaults).
 /// `defaultTimeout` of every tool (ms).
 pub const AI_DEFAULT_TIMEOUT_MS: u64 = 120_000;

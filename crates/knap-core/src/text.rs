@@ -72,6 +72,8 @@ pub const PROGRAM_EMPTY_OUTPUT: &str = "ok";
 /// whatever the cell tool is called).
 pub fn program_truncated_marker(total_bytes: usize) -> String {
   format!("\n... caveman_code output truncated ({total_bytes} bytes) ...\n")
+}
+
 /// Every text of the AI SDK tool set (`knap/ai-sdk`), worded as bashkit 0.7.1 words it.
 pub mod ai {
   pub const EDIT_SAME: &str = "old_string and new_string must be different";

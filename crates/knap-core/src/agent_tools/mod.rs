@@ -174,7 +174,6 @@ pub struct GrepInput {
 pub struct AgentTools {
   sandbox: Arc<dyn Sandbox>,
   default_timeout_ms: u64,
-  background_count: AtomicU64,
 }
 
 const BINARY_EXTENSIONS: &[&str] = &[
@@ -231,7 +230,6 @@ impl AgentTools {
     Self {
       sandbox,
       default_timeout_ms: default_timeout_ms.unwrap_or(AI_DEFAULT_TIMEOUT_MS),
-      background_count: AtomicU64::new(0),
     }
   }
 
@@ -381,7 +379,9 @@ impl AgentTools {
   /// once. knap's sandbox starts it natively (and `destroy()` stops it); another sandbox gets a
   /// `setsid` launcher through `exec`.
   async fn background(&self, command: &str) -> Answer<BashOutput> {
-    let n = self.background_count.fetch_add(1, Ordering::Relaxed) + 1;
+    // One counter for the process: two tool sets never share a log file.
+    static BACKGROUND_COUNT: AtomicU64 = AtomicU64::new(0);
+    let n = BACKGROUND_COUNT.fetch_add(1, Ordering::Relaxed) + 1;
     let log = text::background_log(std::process::id(), n);
     let started = std::time::Instant::now();
     let pid = match self.sandbox.local() {

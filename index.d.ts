@@ -151,6 +151,29 @@ export declare class ToolInputSchema {
   check(value: any): SchemaCheck
 }
 
+export declare function agentCommandInvocation(id: string, body: string, request: string): string
+
+export declare function agentCommandsIndex(entriesJson: string): string
+
+/** `loadAgentEnvironment`: options as JSON (paths resolved by the caller), the environment as JSON. */
+export declare function agentEnvironmentLoad(optionsJson: string): Promise<string>
+
+export declare function agentPluginLoad(root: string): Promise<string>
+
+export declare function agentSkillDirectoryLoad(root: string, plugin?: string | undefined | null): Promise<string>
+
+export declare function agentSkillInvocation(id: string, body: string, request: string): string
+
+/** `parseAgentSkill(raw, {file, root, id?, plugin?})` → the skill as JSON. */
+export declare function agentSkillParse(raw: string, file: string, root: string, id?: string | undefined | null, plugin?: string | undefined | null): string
+
+export declare function agentSkillResourceRead(skillRoot: string, skillId: string, resource: string): Promise<string>
+
+export declare function agentSkillsIndex(entriesJson: string): string
+
+/** `expandAgentEnvironmentSlashCommand`: skills and commands as `{id: body}` JSON maps. */
+export declare function agentSlashExpand(prompt: string, skillsJson: string, commandsJson: string): string
+
 /** A `ToolConfig` (bashkit's names); the AI SDK options (`strict`, …) stay in JS. */
 export interface AgentToolConfig {
   timeout?: number
@@ -160,6 +183,8 @@ export interface AgentToolConfig {
   allowedPaths?: Array<string>
   blockedCommands?: Array<string>
 }
+
+export declare function agentWorkspaceRoot(cwd: string): Promise<string>
 
 export declare function aiSdkLimits(): AiSdkLimits
 
@@ -202,6 +227,15 @@ export interface BashCall {
   touched: Array<string>
   touchedAll: boolean
 }
+
+/** bashkit's `discoverSkills`: `{skills: SkillMetadata[], warnings: string[]}` as JSON. */
+export declare function bashkitDiscoverSkills(paths: Array<string>): Promise<string>
+
+/** bashkit's `loadSkillBundle(dir)` files as a `{path: text}` JSON object. */
+export declare function bashkitLoadBundle(dir: string): Promise<string>
+
+/** bashkit's `parseSkillMetadata(content, path)` → `{skill, warning?}` as JSON. */
+export declare function bashkitParseSkill(content: string, path: string): string
 
 export interface BashToolInput {
   command: string

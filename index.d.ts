@@ -80,26 +80,23 @@ export declare class NativeProgramTools {
 
 export declare class NativeRun {
   constructor()
-  /** Answers request `id` (a model turn or a JS tool call): `ok` with its text, or the error message. */
-  reply(id: number, ok: boolean, text: string): BindingRunOutcome | null
+  /**
+   * Starts the run described by `agentJson` and `optionsJson` (JSON once per run, not per
+   * step) and polls it until it waits on something. Returns the outcome if the run is already
+   * over, else `null`; `replyModel` / `replyTool` / `replyError` / `pump` return it the same
+   * way. The caller keeps the event loop alive while a run is pending.
+   */
+  start(agentJson: string, optionsJson: string, hooks: BindingRunHooks): BindingRunOutcome | null
+  /** Answers model turn `id` with the final assistant message. */
+  replyModel(id: number, message: BindingAssistantMessage): BindingRunOutcome | null
+  /** Answers JS tool call `id` with its text result. */
+  replyTool(id: number, text: string): BindingRunOutcome | null
+  /** Answers request `id` (a model turn or a JS tool call) with what it threw. */
+  replyError(id: number, error: BindingHostError): BindingRunOutcome | null
+  /** Polls the run after a wake from another thread (the `pump` hook). */
+  pump(): BindingRunOutcome | null
   /** Aborts the run: the model call is dropped and running tools are killed. */
   cancel(): void
-  /**
-   * Runs the agent described by `agentJson` with `optionsJson`. `dispatch` receives JSON
-   * messages `{k: "event" | "model" | "tool" | "abortTool" | "policy" | "output", …}`.
-   */
-  start(agentJson: string, optionsJson: string, dispatch: JsDispatchFn): Promise<BindingRunOutcome>
-  /**
-   * `start`, but the kernel future is polled on this (the JS) thread: a model turn or a JS tool
-   * answered by `reply()` resumes the kernel right there, with no hand-off to a runtime worker
-   * and back. Wakes from other threads (native tools, timers) come back as a `{k:"pump"}`
-   * dispatch, to be answered with `pump()`. Returns the outcome once the run is over, else
-   * `null`; `reply()` and `pump()` return it the same way. The caller keeps the event loop alive
-   * while a run is pending.
-   */
-  startLocal(agentJson: string, optionsJson: string, dispatch: JsDispatchFn): BindingRunOutcome | null
-  /** Polls a `startLocal` run after a `{k:"pump"}` dispatch. */
-  pump(): BindingRunOutcome | null
 }
 
 export declare class NativeSandbox {
@@ -208,10 +205,10 @@ export interface AiSdkLimits {
 }
 
 /**
- * Awaits a policy's Promise answer (resolving to the encoded decision) with the timeout
- * (`TOOL_POLICY_TIMEOUT_MS` unless `timeoutMs`), then judges it.
+ * Awaits a policy's Promise answer with the timeout (`TOOL_POLICY_TIMEOUT_MS` unless
+ * `timeoutMs`), then judges it.
  */
-export declare function awaitPolicyAnswer(answer: Promise<string>, timeoutMs?: number | undefined | null): Promise<BindingDecision>
+export declare function awaitPolicyAnswer(answer: Promise<unknown>, timeoutMs?: number | undefined | null): Promise<BindingDecision>
 
 export interface BashBackground {
   pid: number
@@ -250,6 +247,34 @@ export interface BashToolOutput {
   interrupted?: boolean
   duration_ms?: number
   background?: BashBackground
+}
+
+/** Pi's `AssistantMessage` as the model transport returns it. */
+export interface BindingAssistantMessage {
+  content: Array<BindingAssistantPart>
+  api?: string
+  provider?: string
+  model?: string
+  responseId?: string
+  usage?: BindingUsage
+  stopReason?: string
+  errorMessage?: string
+  timestamp?: number
+}
+
+/** A text, thinking or tool-call part. */
+export interface BindingAssistantPart {
+  type: string
+  text?: string
+  textSignature?: string
+  thinking?: string
+  thinkingSignature?: string
+  redacted?: boolean
+  id?: string
+  name?: string
+  /** The model's arguments (opaque). */
+  arguments?: any
+  thoughtSignature?: string
 }
 
 /** An `ExecResult`; `code` is `null` when the process died of a signal or was stopped. */
@@ -330,6 +355,12 @@ export interface BindingExecResult {
   truncated: boolean
 }
 
+/** What a JS callback threw: its message and, when it had one, its `code`. */
+export interface BindingHostError {
+  message: string
+  code?: string
+}
+
 /** What Rust asks a JS backend's `exec`: `callId` names the call for `abort(callId)`. */
 export interface BindingJsExecCall {
   callId: number
@@ -369,16 +400,30 @@ export interface BindingProgramTool {
   allowRepeat: boolean
 }
 
+/** The hooks a run calls, one per concern. */
+export interface BindingRunHooks {
+  model: (request: { reply: number; conversation: number; modelKey: number; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string }) => void
+  tool: (request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean }) => void
+  /** The user's policy (wrapped): its decision, or a Promise of it. */
+  policy?: (input: { runId: string; agentId: string; agentPath: string[]; toolCallId: string; parentToolCallId?: string; name: string; effect: string; args: unknown }) => unknown
+  /** A batch of `CavemanRunEvent`s, in order. */
+  events: (events: object[]) => void
+  abortTool: (callId: number) => void
+  output: (toolset: number, label: string, text: string) => void
+  /** A JS durable store's operation; never rejects (a failure resolves `{ error }`). */
+  store?: (request: { op: string; runId: string; data?: string }) => Promise<BindingStoreResult>
+  /** Asks for `pump()` from another thread's wake; called through a threadsafe function. */
+  pump: () => void
+}
+
 /**
- * How a run ended: `phase` is `"options"` (invalid options: throw a plain Error before the
- * run), `"run"` (a run error: `message` and `receiptJson`), or `"done"` (`resultJson`).
+ * How a run ended: `phase` is `"options"` (invalid options or a refusal before the run: throw a
+ * plain Error), else `"run"` / `"done"` (the terminal event carries the rest).
  */
 export interface BindingRunOutcome {
   phase: string
   code?: string
   message?: string
-  receiptJson?: string
-  resultJson?: string
 }
 
 export interface BindingSandboxOptions {
@@ -411,6 +456,12 @@ export interface BindingStaticContext {
   availableToolCount: number
 }
 
+/** What a JS store operation resolved to: `lines` for `load`, or the `error` it threw. */
+export interface BindingStoreResult {
+  lines?: Array<string>
+  error?: BindingHostError
+}
+
 /**
  * A settled tool call: `text` (and `label` for `onOutput`) on success, else `code` and
  * `message` for the JS `Error`.
@@ -432,6 +483,24 @@ export interface BindingToolSpec {
   timeoutMs: number
   /** JSON Schema of the input, as JSON text. */
   inputJson: string
+}
+
+export interface BindingUsage {
+  input?: number
+  output?: number
+  cacheRead?: number
+  cacheWrite?: number
+  reasoning?: number
+  totalTokens?: number
+  cost?: BindingUsageCost
+}
+
+export interface BindingUsageCost {
+  input?: number
+  output?: number
+  cacheRead?: number
+  cacheWrite?: number
+  total?: number
 }
 
 /** Canonical JSON of JSON text: keys sorted recursively, no whitespace (`stableStringify`). */
@@ -604,13 +673,6 @@ export type JsBackendReadFn = ((arg: BindingJsReadCall) => Promise<BindingBacken
 export type JsBackendWriteFn = ((arg: BindingJsWriteCall) => Promise<BindingBackendReply>)
 
 /**
- * A run's dispatcher, `(messageJson: string) => string | Promise<string>`: the one weak
- * threadsafe function through which the kernel reaches JS (events, model turns, JS tools, the
- * policy, JS stores), so everything arrives in the order Rust sent it.
- */
-export type JsDispatchFn = ((arg: string) => Promise<string> | string)
-
-/**
  * A user's sandbox object, method by method (the JS adapter wraps each so it returns a
  * Promise of a normalized value).
  */
@@ -628,11 +690,11 @@ export interface JsSandboxMethods {
 }
 
 /**
- * Judges a policy's synchronous answer (encoded as for the threadsafe path) at once, with no
- * thread hop: `decideToolCall` calls the policy on the JS thread, as the reference does, and
- * only a Promise answer goes on to `awaitPolicyAnswer` and its timeout.
+ * Judges a policy's synchronous answer at once, with no thread hop: `decideToolCall` calls the
+ * policy on the JS thread, as the reference does, and only a Promise answer goes on to
+ * `awaitPolicyAnswer` and its timeout.
  */
-export declare function judgePolicyAnswer(encoded: string): BindingDecision
+export declare function judgePolicyAnswer(answer: unknown): BindingDecision
 
 export declare function kernelStats(): BindingKernelStats
 
@@ -684,6 +746,12 @@ export interface ReadToolInput {
   offset?: number
   limit?: number
 }
+
+/**
+ * The code `run()` rejects with for a failure with `message` (the reference's coarse
+ * `errorCode()`; the one implementation, in the core).
+ */
+export declare function runErrorCode(message: string): string
 
 /** `sandbox.exec`'s options as the JS sandbox receives them. */
 export interface SandboxExecOptions {

@@ -885,6 +885,7 @@ module.exports.kernelStats = nativeBinding.kernelStats
 module.exports.matchModelId = nativeBinding.matchModelId
 module.exports.middleTruncate = nativeBinding.middleTruncate
 module.exports.programCellOutput = nativeBinding.programCellOutput
+module.exports.runErrorCode = nativeBinding.runErrorCode
 module.exports.sha256Hex = nativeBinding.sha256Hex
 module.exports.staticContextDiagnostics = nativeBinding.staticContextDiagnostics
 module.exports.stepCostUsd = nativeBinding.stepCostUsd

@@ -215,32 +215,37 @@ export function storeRef(store, rootDir) {
   return { kind: "js" };
 }
 
-/** Serves the kernel's `{k:"store"}` requests from a JS store. */
-export function jsStoreDispatcher(store) {
+/**
+ * The kernel's `store` hook over a JS store: each operation resolves to `{ lines }` (load) or
+ * `{}`, or `{ error: { message, code } }` with what the store threw; it never rejects.
+ */
+export function jsStoreHook(store) {
   const releases = new Map();
-  return async (msg) => {
-    switch (msg.op) {
-      case "load":
-        return JSON.stringify(Array.from(await store.load(msg.runId), String));
-      case "append":
-        await store.append(msg.runId, msg.data);
-        return "";
-      case "acquire": {
-        const release = await store.acquire(msg.runId);
-        releases.set(msg.runId, release);
-        return "";
-      }
-      case "release": {
-        const release = releases.get(msg.runId);
-        releases.delete(msg.runId);
-        if (typeof release === "function") await release();
-        return "";
-      }
-      case "close":
-        await store.close(msg.runId);
-        return "";
-      default:
-        throw new Error(`cave_durable_store_failed: unknown store operation ${msg.op}`);
+  const ops = {
+    async load(req) {
+      return { lines: Array.from(await store.load(req.runId), String) };
+    },
+    async append(req) {
+      await store.append(req.runId, req.data);
+    },
+    async acquire(req) {
+      releases.set(req.runId, await store.acquire(req.runId));
+    },
+    async release(req) {
+      const release = releases.get(req.runId);
+      releases.delete(req.runId);
+      if (typeof release === "function") await release();
+    },
+    async close(req) {
+      await store.close(req.runId);
+    },
+  };
+  return async (req) => {
+    try {
+      return (await ops[req.op](req)) ?? {};
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      return { error: { message, code: typeof error?.code === "string" ? error.code : undefined } };
     }
   };
 }

@@ -40,49 +40,27 @@ export function rethrowNative(error) {
   throw error;
 }
 
-export function encodeDecision(value) {
-  if (value === undefined) return "u";
-  try {
-    const json = JSON.stringify(value);
-    return json === undefined ? "x" : "j" + json;
-  } catch {
-    return "x";
-  }
-}
+const isThenable = (v) => v !== null && (typeof v === "object" || typeof v === "function") && typeof v.then === "function";
+
+// napi holds only the reaction callbacks of a Promise a policy returns. A never-settling promise
+// that nothing else references would be garbage-collected, and the native await would end as
+// cancelled instead of waiting for the policy timeout; so pending answers stay referenced here
+// until they settle.
+const pendingAnswers = new Set();
 
 /**
- * Wraps a user `toolPolicy` for the native evaluator: the policy receives a frozen input and
- * may answer with a value or a Promise; the answer travels to Rust as an encoded string and
- * Rust judges it. `onError` sees what a throwing or rejecting policy threw (kept as `cause`).
+ * Calls a user `toolPolicy` as the reference does: with the input frozen. Returns its answer
+ * for Rust to judge; a thenable answer becomes a native Promise, kept referenced until it
+ * settles. A synchronous throw propagates.
  */
-export function wrapPolicy(policy, onError) {
-  // napi holds only the reaction callbacks of a returned promise. A never-settling promise that
-  // nothing else references would be garbage-collected, and the native await would end as
-  // cancelled instead of waiting for the policy timeout; so pending answers stay referenced here
-  // until they settle (or this wrapper is released with its evaluation).
-  const pending = new Set();
-  return (inputJson) => {
-    const input = JSON.parse(inputJson);
-    Object.freeze(input);
-    let answer;
-    try {
-      answer = policy(input);
-    } catch (error) {
-      onError?.(error);
-      throw error;
-    }
-    if (answer !== null && (typeof answer === "object" || typeof answer === "function") && typeof answer.then === "function") {
-      const settled = Promise.resolve(answer).then(encodeDecision, (error) => {
-        onError?.(error);
-        throw error instanceof Error ? error : new Error(String(error));
-      });
-      pending.add(settled);
-      const forget = () => pending.delete(settled);
-      settled.then(forget, forget);
-      return settled;
-    }
-    return encodeDecision(answer);
-  };
+export function askPolicy(policy, input) {
+  const answer = policy(Object.freeze(input));
+  if (!isThenable(answer)) return answer;
+  const settled = Promise.resolve(answer);
+  pendingAnswers.add(settled);
+  const forget = () => pendingAnswers.delete(settled);
+  settled.then(forget, forget);
+  return settled;
 }
 
 export function deepFreeze(value) {

@@ -4,11 +4,11 @@
 import fs from "node:fs";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { native, wrapPolicy, codedError } from "./native.mjs";
+import { native, askPolicy, codedError } from "./native.mjs";
 import { NATIVE_TOOL } from "./shell-tools.mjs";
 import { resolveModelCall } from "./models.mjs";
 import { callModel } from "./transport.mjs";
-import { storeRef, jsStoreDispatcher } from "./durable.mjs";
+import { storeRef, jsStoreHook } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
 import { refuseUnactedOptions } from "./run-options.mjs";
 import { printRunReceipt } from "./receipt.mjs";
@@ -26,15 +26,6 @@ export class CavemanRunError extends Error {
   }
 }
 
-/** The reference's coarse `errorCode()`. */
-export function errorCode(message) {
-  const text = String(message ?? "");
-  for (const code of ["cave_cache_prefix_drift", "cave_tool_policy_failed", "cave_tool_policy_decision_invalid", "cave_tool_policy_reason_invalid"]) {
-    if (text.startsWith(code)) return code;
-  }
-  if (text.includes("credential")) return "cave_provider_credentials";
-  return "cave_agent_run_failed";
-}
 
 /** Runs `definition` to completion. */
 export async function run(definition, input, options = {}) {
@@ -184,11 +175,6 @@ function serializeToolResult(name, value) {
 }
 
 const CACHE_RETENTIONS = new Set(["none", "short", "long"]);
-// The kernel future is polled on the JS thread (`startLocal`): a model turn answered here resumes
-// the kernel at once, with no hand-off to a runtime worker and back. KNAP_KERNEL=worker runs it
-// on a tokio worker instead (`start`), for comparison.
-const LOCAL = process.env.KNAP_KERNEL !== "worker";
-const PUMP = '{"k":"pump"}';
 
 /**
  * The same run as an async generator of `CavemanRunEvent`s. As in the reference, internal
@@ -216,8 +202,39 @@ function startRun(definition, input, options, quiet) {
   return runEvents(definition, content, options, quiet, input);
 }
 
-// `input` is the caller's input as given: a durable run journals it literally (`run_started.input`).
-async function* runEvents(definition, content, options, quiet, input) {
+/** The events of one run, in order, for the generator to drain. */
+class EventQueue {
+  #items = [];
+  #wake = null;
+  push(event) {
+    this.#items.push(event);
+    this.#signal();
+  }
+  #signal() {
+    if (this.#wake) {
+      this.#wake();
+      this.#wake = null;
+    }
+  }
+  /** Wakes a waiting reader without an event (the run's outcome arrived). */
+  poke() {
+    this.#signal();
+  }
+  shift() {
+    return this.#items.shift();
+  }
+  get size() {
+    return this.#items.length;
+  }
+  wait() {
+    return new Promise((resolve) => {
+      this.#wake = resolve;
+    });
+  }
+}
+
+/** What a run needs besides the kernel: ids, the sandbox mode, the conversation and the store. */
+function prepareRun(definition, options, input, content) {
   refuseUnactedOptions(definition, options);
   if (options.cacheRetention !== undefined && !CACHE_RETENTIONS.has(options.cacheRetention)) {
     throw new Error(`cave_cache_retention_invalid: cacheRetention must be "none", "short" or "long", got ${JSON.stringify(options.cacheRetention)}`);
@@ -232,31 +249,6 @@ async function* runEvents(definition, content, options, quiet, input) {
       process.stderr.write(`cave: ${definition.id} host execution — tools are not isolated\n`);
     }
   }
-
-  const queue = [];
-  let wake = null;
-  let finished = false;
-  const push = (event) => {
-    queue.push(event);
-    if (wake) {
-      wake();
-      wake = null;
-    }
-  };
-
-  const nativeRun = new native.NativeRun();
-  const runAbort = new AbortController();
-  const onAbort = () => {
-    runAbort.abort(options.signal?.reason);
-    nativeRun.cancel();
-  };
-  if (options.signal?.aborted) onAbort();
-  else options.signal?.addEventListener("abort", onAbort, { once: true });
-
-  const registry = { models: [], tools: [], outputs: new Map() };
-  const conversations = new Map();
-  const toolAborts = new Map();
-  const policy = typeof options.toolPolicy === "function" ? wrapPolicy(options.toolPolicy) : undefined;
   const durable = options.durable;
   if (options.conversation !== undefined && durable !== undefined && durable !== null) {
     throw codedError(
@@ -268,119 +260,161 @@ async function* runEvents(definition, content, options, quiet, input) {
   // to it when the run ends.
   const claim = options.conversation === undefined ? undefined : claimConversation(options.conversation);
   const sessionId = options.sessionId ?? options.conversation?.sessionId ?? `${definition.id}-${runId}`;
-  let rootLast;
-  const commitConversation = (result) => {
-    if (!claim) return;
-    const mirror = conversations.get(1)?.messages;
-    if (result && mirror) claim.finish(result.stopReason === "complete" && rootLast ? [...mirror, rootLast] : mirror);
-    else claim.finish();
-  };
   let durableSpec;
-  let storeDispatch;
+  let store;
   if (durable !== undefined && durable !== null) {
     const ref = storeRef(durable.store, rootDir);
-    if (ref.kind === "js") storeDispatch = jsStoreDispatcher(durable.store);
+    if (ref.kind === "js") store = jsStoreHook(durable.store);
     durableSpec = { store: ref, input: typeof input === "string" ? input : content, sessionId };
   }
+  return { rootDir, runId, sandbox, claim, sessionId, durableSpec, store };
+}
 
-  let keepAlive;
-  const releaseLoop = () => clearInterval(keepAlive);
+/** A host error as the kernel reads it: the message, and the `code` when there is one. */
+function hostError(error) {
+  if (error instanceof Error) return { message: error.message, code: typeof error.code === "string" ? error.code : undefined };
+  return { message: String(error) };
+}
 
-  const dispatch = (json) => {
-    if (json === PUMP) {
-      settleLocal(nativeRun.pump());
-      return "";
-    }
-    const msg = JSON.parse(json);
-    switch (msg.k) {
-      case "event":
-        if (msg.event.type === "run_end" || msg.event.type === "run_error") releaseLoop();
-        push(msg.event);
-        return "";
-      case "output": {
-        try {
-          registry.outputs.get(msg.toolset)?.(msg.label, msg.text);
-        } catch {
-          // onOutput observes; its failure must not end the run.
-        }
-        return "";
-      }
-      case "abortTool":
-        toolAborts.get(msg.callId)?.abort(new Error("cave_tool_timeout"));
-        return "";
-      case "policy":
-        return policy(JSON.stringify(msg.input));
-      case "model":
-        return answer(msg.reply, callKernelModel(msg));
-      case "tool":
-        return answer(msg.reply, callKernelTool(msg));
-      case "store":
-        return storeDispatch(msg);
-      default:
-        return "";
-    }
-  };
+/**
+ * The kernel's hooks for one run: model turns through the model transport, JS tools, the policy,
+ * events, tool aborts, `onOutput`, the JS store. Answers go back through `nativeRun.reply*`.
+ */
+function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbort, settle, releaseLoop }) {
+  const { runId, sessionId } = prep;
+  // Per conversation: the transcript the transport is sent, and the assistant message the last
+  // call returned (it joins the transcript when the kernel asks for the next turn).
+  const conversations = new Map();
+  const toolAborts = new Map();
 
-  // A request with a `reply` id is answered through nativeRun.reply() (one hop back to Rust);
-  // without one, the returned Promise is the answer.
-  let resolveLocal;
-  const localOutcome = new Promise((resolve) => {
-    resolveLocal = resolve;
-  });
-  const settleLocal = (result) => {
-    if (result) resolveLocal(result);
-  };
-
-  const answer = (id, promise) => {
-    if (id === undefined) return promise;
-    promise.then(
-      (text) => settleLocal(nativeRun.reply(id, true, text)),
-      (error) => settleLocal(nativeRun.reply(id, false, error instanceof Error ? error.message : String(error))),
-    );
-    return "";
-  };
-
-  const callKernelModel = async (msg) => {
-    let conv = conversations.get(msg.conversation);
+  const startModel = async (req) => {
+    let conv = conversations.get(req.conversation);
     if (!conv) {
-      conv = { systemPrompt: msg.systemPrompt ?? "", tools: msg.tools ?? [], messages: [] };
-      conversations.set(msg.conversation, conv);
+      conv = { systemPrompt: req.systemPrompt ?? "", tools: req.tools ?? [], messages: [], last: undefined };
+      conversations.set(req.conversation, conv);
     }
-    for (const m of msg.append) conv.messages.push(m);
-    const { model, streamFn } = registry.models[msg.modelKey];
+    if (conv.last) conv.messages.push(conv.last);
+    for (const m of req.append) conv.messages.push(m);
+    conv.last = undefined;
+    const { model, streamFn } = registry.models[req.modelKey];
     const callOptions = { signal: runAbort.signal, sessionId };
-    if (msg.maxTokens != null) callOptions.maxTokens = msg.maxTokens;
-    if (msg.reasoning && msg.reasoning !== "off") callOptions.reasoning = msg.reasoning;
+    if (req.maxTokens != null) callOptions.maxTokens = req.maxTokens;
+    if (req.reasoning && req.reasoning !== "off") callOptions.reasoning = req.reasoning;
     if (options.cacheRetention !== undefined) callOptions.cacheRetention = options.cacheRetention;
     const context = { systemPrompt: conv.systemPrompt, messages: conv.messages.slice(), tools: conv.tools };
-    const onEvent = !quiet && msg.conversation === 1 ? (event) => push({ type: "pi", runId, event }) : undefined;
+    const onEvent = !quiet && req.conversation === 1 ? (event) => events.push({ type: "pi", runId, event }) : undefined;
     const message = await callModel({ model, context, options: callOptions, streamFn, onEvent });
-    if (msg.conversation === 1) rootLast = message;
-    return JSON.stringify(message);
+    conv.last = message;
+    return message;
   };
 
-  const callKernelTool = async (msg) => {
-    const tool = registry.tools[msg.key];
+  const runTool = async (req) => {
+    const tool = registry.tools[req.key];
     const controller = new AbortController();
     const onRunAbort = () => controller.abort(runAbort.signal.reason);
     runAbort.signal.addEventListener("abort", onRunAbort, { once: true });
-    toolAborts.set(msg.callId, controller);
+    toolAborts.set(req.callId, controller);
     try {
-      const value = await tool.execute(msg.args, controller.signal, {
-        toolCallId: msg.toolCallId,
-        parentToolCallId: msg.parentToolCallId ?? undefined,
-        ...(msg.durable ? { durable: Object.freeze({ ...msg.durable }) } : {}),
-        dispatch: () => {
-          throw new Error("cave_nested_tool_dispatch_unsupported");
-        },
+      const value = await tool.execute(req.args, controller.signal, {
+        toolCallId: req.toolCallId,
+        parentToolCallId: req.parentToolCallId,
+        ...(req.durable ? { durable: Object.freeze({ ...req.durable }) } : {}),
+        dispatch: () => Promise.reject(codedError("cave_nested_tool_dispatch_unavailable")),
       });
       return serializeToolResult(tool.name, value);
-    } catch (error) {
-      throw error instanceof Error ? error : new Error(String(error));
     } finally {
-      toolAborts.delete(msg.callId);
+      toolAborts.delete(req.callId);
       runAbort.signal.removeEventListener("abort", onRunAbort);
     }
+  };
+
+  const policy = options.toolPolicy;
+  return {
+    hooks: {
+      model(req) {
+        startModel(req).then(
+          (message) => {
+            let outcome;
+            try {
+              outcome = nativeRun.replyModel(req.reply, message);
+            } catch (error) {
+              outcome = nativeRun.replyError(req.reply, { message: `cave_provider_terminal_error: unreadable assistant message: ${error.message}` });
+            }
+            settle(outcome);
+          },
+          (error) => settle(nativeRun.replyError(req.reply, hostError(error))),
+        );
+      },
+      tool(req) {
+        runTool(req).then(
+          (text) => settle(nativeRun.replyTool(req.reply, text)),
+          (error) => settle(nativeRun.replyError(req.reply, hostError(error))),
+        );
+      },
+      policy: typeof policy === "function" ? (input) => askPolicy(policy, input) : undefined,
+      events(batch) {
+        for (const event of batch) {
+          if (event.type === "run_end" || event.type === "run_error") releaseLoop();
+          events.push(event);
+        }
+      },
+      abortTool(callId) {
+        toolAborts.get(callId)?.abort(new Error("cave_tool_timeout"));
+      },
+      output(toolset, label, text) {
+        try {
+          registry.outputs.get(toolset)?.(label, text);
+        } catch {
+          // onOutput observes; its failure must not end the run.
+        }
+      },
+      store: prep.store,
+      pump() {
+        try {
+          settle(nativeRun.pump());
+        } catch (error) {
+          settle({ phase: "run", code: "cave_internal", message: `cave_internal: ${error.message}` });
+        }
+      },
+    },
+    /** The root conversation's transcript and its last assistant message. */
+    root: () => conversations.get(1),
+  };
+}
+
+// `input` is the caller's input as given: a durable run journals it literally (`run_started.input`).
+async function* runEvents(definition, content, options, quiet, input) {
+  const prep = prepareRun(definition, options, input, content);
+  const { runId, claim } = prep;
+  const events = new EventQueue();
+  const nativeRun = new native.NativeRun();
+  const runAbort = new AbortController();
+  const onAbort = () => {
+    runAbort.abort(options.signal?.reason);
+    nativeRun.cancel();
+  };
+  if (options.signal?.aborted) onAbort();
+  else options.signal?.addEventListener("abort", onAbort, { once: true });
+
+  const registry = { models: [], tools: [], outputs: new Map() };
+  // The dispatcher of wakes is a weak threadsafe function: keep the event loop alive until the
+  // kernel's last event (run_end / run_error) has come.
+  let keepAlive;
+  const releaseLoop = () => clearInterval(keepAlive);
+  let outcome;
+  const settle = (result) => {
+    if (result && !outcome) {
+      outcome = result;
+      if (result.phase === "options") releaseLoop();
+      events.poke();
+    }
+  };
+  const kernel = kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbort, settle, releaseLoop });
+  const commitConversation = (result) => {
+    if (!claim) return;
+    const root = kernel.root();
+    if (result && root) claim.finish(result.stopReason === "complete" && root.last ? [...root.messages, root.last] : root.messages);
+    else claim.finish();
   };
 
   const runSpec = {
@@ -392,63 +426,34 @@ async function* runEvents(definition, content, options, quiet, input) {
     budget: options.budget,
     breakers: options.breakers,
     maxCostUsd: options.maxCostUsd,
-    hasPolicy: Boolean(policy),
     quiet,
     input: content,
     history: claim?.history ?? [],
-    durable: durableSpec,
+    durable: prep.durableSpec,
   };
 
   let graph;
-  let setupError;
   try {
-    graph = await buildGraph(definition, options, rootDir, registry, true, sandbox);
-  } catch (error) {
-    setupError = error;
-  }
-  if (setupError) {
+    graph = await buildGraph(definition, options, prep.rootDir, registry, true, prep.sandbox);
+  } catch (setupError) {
     options.signal?.removeEventListener("abort", onAbort);
     yield { type: "run_start", runId, agentId: definition.id };
     const message = setupError instanceof Error ? setupError.message : String(setupError);
     commitConversation();
-    yield { type: "run_error", runId, code: errorCode(message), message, receipt: emptyReceipt(runId, definition.id) };
+    yield { type: "run_error", runId, code: native.runErrorCode(message), message, receipt: emptyReceipt(runId, definition.id) };
     return;
   }
 
-  // The dispatcher is a weak threadsafe function: keep the event loop alive until the kernel's
-  // last event (run_end / run_error) has come through it.
   keepAlive = setInterval(() => {}, 2 ** 30);
-  let started;
-  // A durable run reads and checks its journal before the first turn (tens of ms for a long
-  // journal): that stays on a runtime worker, off the event loop.
-  if (LOCAL && durableSpec === undefined) {
-    started = localOutcome;
-    settleLocal(nativeRun.startLocal(JSON.stringify(graph), JSON.stringify(runSpec), dispatch));
-  } else {
-    started = nativeRun.start(JSON.stringify(graph), JSON.stringify(runSpec), dispatch);
-  }
-  const outcome = started.then(
-    (result) => {
-      if (result.phase === "options") releaseLoop();
-      finished = true;
-      if (wake) {
-        wake();
-        wake = null;
-      }
-      return result;
-    },
-  );
-
   let completed = false;
-  let outcomeRead = false;
   try {
+    settle(nativeRun.start(JSON.stringify(graph), JSON.stringify(runSpec), kernel.hooks));
     while (true) {
-      while (queue.length) {
-        const event = queue.shift();
+      while (events.size) {
+        const event = events.shift();
         if (event.type === "run_error") {
-          const message = event.message;
           completed = true;
-          yield { type: "run_error", runId, code: event.code ?? errorCode(message), message, receipt: event.receipt };
+          yield event;
           return;
         }
         if (event.type === "run_end") {
@@ -458,25 +463,18 @@ async function* runEvents(definition, content, options, quiet, input) {
         yield event;
         if (completed) return;
       }
-      if (finished && !outcomeRead) {
-        outcomeRead = true;
-        const result = await outcome;
-        if (result.phase === "options") {
-          const error = new Error(result.message);
-          error.code = result.code;
-          throw error;
-        }
-        // Otherwise the terminal event is queued behind the outcome (ours or the dispatcher's).
-        continue;
+      if (outcome?.phase === "options") {
+        const error = new Error(outcome.message);
+        error.code = outcome.code;
+        throw error;
       }
-      await new Promise((resolve) => {
-        wake = resolve;
-      });
+      // Otherwise the terminal event comes with (or before) the outcome.
+      await events.wait();
     }
   } finally {
     commitConversation();
     options.signal?.removeEventListener("abort", onAbort);
-    if (!completed && !finished) {
+    if (!completed && !outcome) {
       // The consumer stopped early (`.return()`): cancel provider, tool and subagent work.
       runAbort.abort(new Error("cave_stream_cancelled"));
       nativeRun.cancel();

@@ -1,5 +1,5 @@
 // The six workspace tools and the tool-policy evaluator, as plain JS objects over the Rust engine.
-import { native, codedError, abortError, cancelTokenFor, rethrowNative, encodeDecision, deepFreeze } from "./native.mjs";
+import { native, codedError, abortError, cancelTokenFor, rethrowNative, askPolicy, deepFreeze } from "./native.mjs";
 import { isLocalExecutionBackend, nativeBackendFor } from "./backends.mjs";
 
 export const TOOL_POLICY_TIMEOUT_MS = native.TOOL_POLICY_TIMEOUT_MS;
@@ -92,34 +92,28 @@ export async function decideToolCall(policy, input) {
   // its answer is judged in Rust (a Promise answer there under the 10,000 ms timeout).
   let answer;
   try {
-    answer = policy(Object.freeze({ ...input }));
+    answer = askPolicy(policy, { ...input });
   } catch (error) {
     throw failed(error);
   }
   let decision;
-  if (answer !== null && (typeof answer === "object" || typeof answer === "function") && typeof answer.then === "function") {
+  if (answer instanceof Promise) {
     let rejection;
     let rejected = false;
-    const settled = Promise.resolve(answer).then(encodeDecision, (error) => {
+    const observed = answer.then(undefined, (error) => {
       rejected = true;
       rejection = error;
       throw error instanceof Error ? error : new Error(String(error));
     });
-    // napi holds only the promise's reactions; keep it referenced until it settles, so a
-    // never-settling policy waits for the timeout instead of being collected.
-    pendingAnswers.add(settled);
-    const forget = () => pendingAnswers.delete(settled);
-    settled.then(forget, forget);
-    decision = await native.awaitPolicyAnswer(settled, decideToolCall.timeoutMs);
+    decision = await native.awaitPolicyAnswer(observed, decideToolCall.timeoutMs);
     if (decision.code === "cave_tool_policy_failed") {
       throw failed(rejected ? rejection : codedError(decision.cause ?? "cave_tool_policy_timeout"));
     }
   } else {
-    decision = native.judgePolicyAnswer(encodeDecision(answer));
+    decision = native.judgePolicyAnswer(answer);
   }
   if (decision.outcome === "allow") return undefined;
   if (decision.outcome === "deny") return { block: true, reason: decision.reason };
   throw codedError(decision.code);
 }
 
-const pendingAnswers = new Set();

@@ -10,7 +10,7 @@ use napi_derive::napi;
 use crate::async_error;
 
 fn js_error(e: DurableError) -> napi::Error {
-  async_error(&e.code, &e.message)
+  async_error(e.code.as_str(), &e.message)
 }
 
 /// The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS.

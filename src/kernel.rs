@@ -1,145 +1,408 @@
-//! `NativeRun`: one `run()`/`stream()` of the Rust kernel. Everything the kernel asks of JS
-//! (model turns, user tools, the policy, events, `onOutput`) goes through one weak threadsafe
-//! function, the run's dispatcher, so events and calls reach JS in the order Rust made them.
+//! `NativeRun`: one `run()`/`stream()` of the Rust kernel, polled on the JS thread by the core's
+//! local executor. Everything the kernel asks of JS goes into the run's outbox, in order, and
+//! is delivered between polls through one typed callback per hook: `model` (a model turn), `tool`
+//! (a JS tool call), `policy`, `events` (a batch of stream events), `abortTool`, `output`,
+//! `store`. Model turns and tool calls are answered by `replyModel` / `replyTool` /
+//! `replyError`; a sync policy answer is judged at once. Only a wake from another thread (a
+//! native tool done, a timer) goes through a threadsafe function: `pump`.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use knap_core::code::{Code, Error};
 use knap_core::durable::store::{DiskStore, DurableStore};
 use knap_core::durable::DurableError;
 use knap_core::exec::BoxFuture;
-use knap_core::kernel::host::{Host, HostToolCall, ModelCall};
+use knap_core::kernel::event::RunEvent;
+use knap_core::kernel::host::{Host, HostError, HostToolCall, ModelCall, ToolSchema};
+use knap_core::kernel::local::{LocalExecutor, LocalHandle};
+use knap_core::kernel::message::{
+  AssistantMessage, AssistantPart, Message, MessageUsage, StopReason, TextPart, ThinkingPart, ToolCall,
+  UsageCost,
+};
 use knap_core::kernel::spec::{AgentSpec, RunOptionsSpec};
 use knap_core::kernel::{definition_sha256, run_agent, DurableSetup, Prepared};
-use knap_core::policy::ToolPolicy;
+use knap_core::policy::{PolicyAnswer, PolicyInput, ToolPolicy};
 use knap_core::tools::ShellTools;
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::{Number, Value};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::policy::{JsDispatchFn, JsPolicy};
+use crate::policy::{PolicyAnswerJs, PolicyReturn};
 use crate::shell_tools::toolset_by_id;
 
-/// How a run ended: `phase` is `"options"` (invalid options: throw a plain Error before the
-/// run), `"run"` (a run error: `message` and `receiptJson`), or `"done"` (`resultJson`).
+/// A Rust value handed to JS as the plain object serde makes of it, with no JSON text. It goes
+/// through a `serde_json::Value` because napi's converter of those writes integers up to 2^53
+/// as numbers (its serde serializer turns any integer above 2^32 into a BigInt).
+pub struct Serde<T>(pub T);
+
+impl<T: Serialize> ToNapiValue for Serde<T> {
+  unsafe fn to_napi_value(env: napi::sys::napi_env, val: Self) -> Result<napi::sys::napi_value> {
+    let value = serde_json::to_value(&val.0).map_err(|e| napi::Error::from_reason(e.to_string()))?;
+    unsafe { <&Value as ToNapiValue>::to_napi_value(env, &value) }
+  }
+}
+
+/// How a run ended: `phase` is `"options"` (invalid options or a refusal before the run: throw a
+/// plain Error), else `"run"` / `"done"` (the terminal event carries the rest).
 #[napi(object)]
 pub struct BindingRunOutcome {
   pub phase: String,
   pub code: Option<String>,
   pub message: Option<String>,
-  pub receipt_json: Option<String>,
-  pub result_json: Option<String>,
 }
 
-struct JsHost {
-  dispatch: Arc<JsDispatchFn>,
-  policy: Option<Arc<dyn ToolPolicy>>,
-  /// Model turns and JS tools answer through `NativeRun.reply` rather than a returned Promise:
-  /// one thread hop each way instead of three (call, returned Promise, its settlement).
-  replies: Option<Arc<Replies>>,
+/// The hooks a run calls, one per concern.
+#[napi(object, object_to_js = false)]
+pub struct BindingRunHooks {
+  #[napi(
+    ts_type = "(request: { reply: number; conversation: number; modelKey: number; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string }) => void"
+  )]
+  pub model: FunctionRef<Serde<ModelRequest>, ()>,
+  #[napi(
+    ts_type = "(request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean }) => void"
+  )]
+  pub tool: FunctionRef<Serde<ToolRequest>, ()>,
+  /// The user's policy (wrapped): its decision, or a Promise of it.
+  #[napi(
+    ts_type = "(input: { runId: string; agentId: string; agentPath: string[]; toolCallId: string; parentToolCallId?: string; name: string; effect: string; args: unknown }) => unknown"
+  )]
+  pub policy: Option<FunctionRef<Serde<PolicyInput>, PolicyReturn>>,
+  /// A batch of `CavemanRunEvent`s, in order.
+  #[napi(ts_type = "(events: object[]) => void")]
+  pub events: FunctionRef<Serde<Vec<RunEvent>>, ()>,
+  #[napi(ts_type = "(callId: number) => void")]
+  pub abort_tool: FunctionRef<f64, ()>,
+  #[napi(ts_type = "(toolset: number, label: string, text: string) => void")]
+  pub output: FunctionRef<FnArgs<(u32, String, String)>, ()>,
+  /// A JS durable store's operation; never rejects (a failure resolves `{ error }`).
+  #[napi(ts_type = "(request: { op: string; runId: string; data?: string }) => Promise<BindingStoreResult>")]
+  pub store: Option<FunctionRef<Serde<StoreRequest>, Promise<BindingStoreResult>>>,
+  /// Asks for `pump()` from another thread's wake; called through a threadsafe function.
+  #[napi(ts_type = "() => void")]
+  pub pump: FunctionRef<(), ()>,
 }
 
-/// Requests waiting for `NativeRun.reply(id, ok, text)`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRequest {
+  reply: u32,
+  conversation: u64,
+  model_key: u32,
+  append: Vec<Message>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  system_prompt: Option<String>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  tools: Option<Vec<ToolSchema>>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  max_tokens: Option<u64>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  reasoning: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DurableJs {
+  idempotency_key: String,
+  resumed: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolRequest {
+  reply: u32,
+  call_id: u64,
+  key: u32,
+  args: Value,
+  tool_call_id: String,
+  parent_tool_call_id: String,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  durable: Option<DurableJs>,
+  composite: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreRequest {
+  op: &'static str,
+  run_id: String,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  data: Option<String>,
+}
+
+/// What a JS store operation resolved to: `lines` for `load`, or the `error` it threw.
+#[napi(object)]
+pub struct BindingStoreResult {
+  pub lines: Option<Vec<String>>,
+  pub error: Option<BindingHostError>,
+}
+
+/// What a JS callback threw: its message and, when it had one, its `code`.
+#[napi(object)]
+pub struct BindingHostError {
+  pub message: String,
+  pub code: Option<String>,
+}
+
+/// Pi's `AssistantMessage` as the model transport returns it.
+#[napi(object)]
+pub struct BindingAssistantMessage {
+  pub content: Vec<BindingAssistantPart>,
+  pub api: Option<String>,
+  pub provider: Option<String>,
+  pub model: Option<String>,
+  pub response_id: Option<String>,
+  pub usage: Option<BindingUsage>,
+  pub stop_reason: Option<String>,
+  pub error_message: Option<String>,
+  pub timestamp: Option<f64>,
+}
+
+/// A text, thinking or tool-call part.
+#[napi(object)]
+pub struct BindingAssistantPart {
+  #[napi(js_name = "type")]
+  pub kind: String,
+  pub text: Option<String>,
+  pub text_signature: Option<String>,
+  pub thinking: Option<String>,
+  pub thinking_signature: Option<String>,
+  pub redacted: Option<bool>,
+  pub id: Option<String>,
+  pub name: Option<String>,
+  /// The model's arguments (opaque).
+  pub arguments: Option<Value>,
+  pub thought_signature: Option<String>,
+}
+
+#[napi(object)]
+pub struct BindingUsage {
+  pub input: Option<f64>,
+  pub output: Option<f64>,
+  pub cache_read: Option<f64>,
+  pub cache_write: Option<f64>,
+  pub reasoning: Option<f64>,
+  pub total_tokens: Option<f64>,
+  pub cost: Option<BindingUsageCost>,
+}
+
+#[napi(object)]
+pub struct BindingUsageCost {
+  pub input: Option<f64>,
+  pub output: Option<f64>,
+  pub cache_read: Option<f64>,
+  pub cache_write: Option<f64>,
+  pub total: Option<f64>,
+}
+
+/// A JS number as JSON writes it (`1`, not `1.0`).
+fn number(f: f64) -> Option<Number> {
+  if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
+    Some(Number::from(f as i64))
+  } else {
+    Number::from_f64(f)
+  }
+}
+
+fn numbers(v: Option<f64>) -> Option<Number> {
+  v.and_then(number)
+}
+
+impl From<BindingAssistantMessage> for AssistantMessage {
+  fn from(m: BindingAssistantMessage) -> Self {
+    let content = m
+      .content
+      .into_iter()
+      .map(|p| match p.kind.as_str() {
+        "text" => AssistantPart::Text(TextPart {
+          text: p.text.unwrap_or_default(),
+          text_signature: p.text_signature,
+        }),
+        "thinking" => AssistantPart::Thinking(ThinkingPart {
+          thinking: p.thinking.unwrap_or_default(),
+          thinking_signature: p.thinking_signature,
+          redacted: p.redacted,
+        }),
+        "toolCall" => AssistantPart::ToolCall(ToolCall {
+          id: p.id.unwrap_or_default(),
+          name: p.name.unwrap_or_default(),
+          arguments: p.arguments.unwrap_or_else(|| Value::Object(Default::default())),
+          thought_signature: p.thought_signature,
+        }),
+        other => AssistantPart::Other(serde_json::json!({ "type": other })),
+      })
+      .collect();
+    let usage = m.usage.map(|u| MessageUsage {
+      input: numbers(u.input),
+      output: numbers(u.output),
+      cache_read: numbers(u.cache_read),
+      cache_write: numbers(u.cache_write),
+      reasoning: numbers(u.reasoning),
+      total_tokens: numbers(u.total_tokens),
+      cost: u.cost.map(|c| UsageCost {
+        input: numbers(c.input),
+        output: numbers(c.output),
+        cache_read: numbers(c.cache_read),
+        cache_write: numbers(c.cache_write),
+        total: numbers(c.total),
+      }),
+    });
+    let stop_reason = match m.stop_reason.as_deref() {
+      Some("length") => StopReason::Length,
+      Some("toolUse") => StopReason::ToolUse,
+      Some("error") => StopReason::Error,
+      Some("aborted") => StopReason::Aborted,
+      _ => StopReason::Stop,
+    };
+    AssistantMessage {
+      content,
+      api: m.api,
+      provider: m.provider,
+      model: m.model,
+      response_id: m.response_id,
+      usage: usage.unwrap_or_default(),
+      stop_reason,
+      error_message: m.error_message,
+      timestamp: numbers(m.timestamp),
+    }
+  }
+}
+
+/// What the kernel asked for and JS has not been handed yet, in order.
+enum Out {
+  Events(Vec<RunEvent>),
+  Model(ModelRequest),
+  Tool(ToolRequest),
+  Policy(
+    PolicyInput,
+    oneshot::Sender<std::result::Result<PolicyReturn, String>>,
+  ),
+  AbortTool(u64),
+  Output(u32, String, String),
+  Store(
+    StoreRequest,
+    oneshot::Sender<std::result::Result<Promise<BindingStoreResult>, String>>,
+  ),
+}
+
+/// The run's outbox: filled by the host during a poll, drained between polls.
+#[derive(Default)]
+struct Outbox {
+  items: Mutex<VecDeque<Out>>,
+  handle: OnceLock<LocalHandle>,
+}
+
+impl Outbox {
+  fn push(&self, out: Out) {
+    {
+      let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+      match (items.back_mut(), out) {
+        // Consecutive events go to JS as one batch.
+        (Some(Out::Events(batch)), Out::Events(more)) => batch.extend(more),
+        (_, out) => items.push_back(out),
+      }
+    }
+    if let Some(h) = self.handle.get() {
+      if !h.in_turn() {
+        h.nudge();
+      }
+    }
+  }
+
+  fn pop(&self) -> Option<Out> {
+    self.items.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
+  }
+}
+
+enum Waiting {
+  Model(oneshot::Sender<std::result::Result<AssistantMessage, HostError>>),
+  Tool(oneshot::Sender<std::result::Result<String, HostError>>),
+}
+
+/// Model turns and JS tool calls waiting for their reply.
 #[derive(Default)]
 struct Replies {
   next: AtomicU32,
-  waiting: Mutex<HashMap<u32, tokio::sync::oneshot::Sender<std::result::Result<String, String>>>>,
+  waiting: Mutex<HashMap<u32, Waiting>>,
 }
 
 impl Replies {
-  fn settle(&self, id: u32, answer: std::result::Result<String, String>) {
-    let sender = self.waiting.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-    if let Some(sender) = sender {
-      // The run may have stopped waiting (abort); the answer is then dropped.
-      let _ = sender.send(answer);
-    }
-  }
-}
-
-impl JsHost {
-  fn send(&self, msg: Value) {
-    let _ = self
-      .dispatch
-      .call(msg.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
-  }
-
-  /// Sends `msg` with a `reply` id; JS answers with `NativeRun.reply(id, ok, text)`.
-  fn request(&self, mut msg: Value) -> BoxFuture<std::result::Result<String, String>> {
-    let Some(replies) = self.replies.clone() else {
-      return self.ask(msg);
-    };
-    let id = replies.next.fetch_add(1, Ordering::Relaxed);
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    replies
+  fn wait(&self, w: Waiting) -> u32 {
+    let id = self.next.fetch_add(1, Ordering::Relaxed);
+    self
       .waiting
       .lock()
       .unwrap_or_else(|e| e.into_inner())
-      .insert(id, tx);
-    msg["reply"] = json!(id);
-    let status = self
-      .dispatch
-      .call(msg.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
-    if status != Status::Ok {
-      replies.settle(
-        id,
-        Err(format!(
-          "cave_internal: the run's dispatcher is closed ({status})"
-        )),
-      );
-    }
-    Box::pin(async move {
-      rx.await
-        .unwrap_or_else(|_| Err("cave_internal: the request was dropped".into()))
-    })
+      .insert(id, w);
+    id
   }
 
-  fn ask(&self, msg: Value) -> BoxFuture<std::result::Result<String, String>> {
-    let f = self.dispatch.clone();
-    let text = msg.to_string();
-    Box::pin(async move {
-      match f.call_async_catch(text).await {
-        Err(e) => Err(e.reason.clone()),
-        Ok(Either::A(promise)) => promise.await.map_err(|e| e.reason.clone()),
-        Ok(Either::B(s)) => Ok(s),
-      }
-    })
+  fn take(&self, id: u32) -> Option<Waiting> {
+    self.waiting.lock().unwrap_or_else(|e| e.into_inner()).remove(&id)
   }
 }
 
+fn dropped() -> HostError {
+  HostError::new("cave_internal: the run stopped waiting for this answer")
+}
+
+struct JsHost {
+  outbox: Arc<Outbox>,
+  replies: Arc<Replies>,
+  policy: Option<Arc<dyn ToolPolicy>>,
+}
+
 impl Host for JsHost {
-  fn emit(&self, event: Value) {
-    self.send(json!({"k": "event", "event": event}));
+  fn emit(&self, event: RunEvent) {
+    self.outbox.push(Out::Events(vec![event]));
   }
 
-  fn model_call(&self, call: ModelCall) -> BoxFuture<std::result::Result<Value, String>> {
-    let reply = self.request(json!({
-      "k": "model", "conversation": call.conversation, "modelKey": call.model_key, "append": call.append,
-      "systemPrompt": call.system_prompt, "tools": call.tools, "maxTokens": call.max_tokens, "reasoning": call.reasoning
+  fn model_call(&self, call: ModelCall) -> BoxFuture<std::result::Result<AssistantMessage, HostError>> {
+    let (tx, rx) = oneshot::channel();
+    let reply = self.replies.wait(Waiting::Model(tx));
+    self.outbox.push(Out::Model(ModelRequest {
+      reply,
+      conversation: call.conversation,
+      model_key: call.model_key,
+      append: call.append,
+      system_prompt: call.system_prompt,
+      tools: call.tools,
+      max_tokens: call.max_tokens,
+      reasoning: call.reasoning,
     }));
-    Box::pin(async move {
-      let text = reply.await?;
-      serde_json::from_str(&text)
-        .map_err(|e| format!("cave_provider_terminal_error: unreadable assistant message: {e}"))
-    })
+    Box::pin(async move { rx.await.unwrap_or_else(|_| Err(dropped())) })
   }
 
-  fn tool_call(&self, call: HostToolCall) -> BoxFuture<std::result::Result<String, String>> {
-    self.request(json!({
-      "k": "tool", "callId": call.call_id, "key": call.key, "args": call.args,
-      "toolCallId": call.tool_call_id, "parentToolCallId": call.parent_tool_call_id,
-      "durable": call.durable.map(|(key, resumed)| json!({"idempotencyKey": key, "resumed": resumed}))
-    }))
+  fn tool_call(&self, call: HostToolCall) -> BoxFuture<std::result::Result<String, HostError>> {
+    let (tx, rx) = oneshot::channel();
+    let reply = self.replies.wait(Waiting::Tool(tx));
+    self.outbox.push(Out::Tool(ToolRequest {
+      reply,
+      call_id: call.call_id,
+      key: call.key,
+      args: call.args,
+      tool_call_id: call.tool_call_id,
+      parent_tool_call_id: call.parent_tool_call_id,
+      durable: call.durable.map(|d| DurableJs {
+        idempotency_key: d.idempotency_key,
+        resumed: d.resumed,
+      }),
+      composite: call.composite,
+    }));
+    Box::pin(async move { rx.await.unwrap_or_else(|_| Err(dropped())) })
   }
 
   fn abort_tool(&self, call_id: u64) {
-    self.send(json!({"k": "abortTool", "callId": call_id}));
+    self.outbox.push(Out::AbortTool(call_id));
   }
 
   fn on_output(&self, toolset: u32, label: &str, text: &str) {
-    self.send(json!({"k": "output", "toolset": toolset, "label": label, "text": text}));
+    self.outbox.push(Out::Output(toolset, label.into(), text.into()));
   }
 
   fn policy(&self) -> Option<Arc<dyn ToolPolicy>> {
@@ -148,6 +411,27 @@ impl Host for JsHost {
 
   fn native_toolset(&self, id: u32) -> Option<Arc<ShellTools>> {
     toolset_by_id(id)
+  }
+}
+
+/// The run's `toolPolicy`: called between polls; a sync answer settles at once.
+struct JsPolicy(Arc<Outbox>);
+
+impl ToolPolicy for JsPolicy {
+  fn evaluate(&self, input: &PolicyInput) -> BoxFuture<std::result::Result<PolicyAnswer, String>> {
+    let (tx, rx) = oneshot::channel();
+    self.0.push(Out::Policy(input.clone(), tx));
+    Box::pin(async move {
+      match rx.await {
+        Err(_) => Err("the policy call was dropped".to_string()),
+        Ok(Err(thrown)) => Err(thrown),
+        Ok(Ok(PolicyReturn::Now(answer))) => Ok(answer),
+        Ok(Ok(PolicyReturn::Later(promise))) => promise
+          .await
+          .map(|a: PolicyAnswerJs| a.0)
+          .map_err(|e| e.reason.clone()),
+      }
+    })
   }
 }
 
@@ -164,14 +448,12 @@ struct BindingDurable {
 enum BindingStoreRef {
   /// The embedded disk store, run natively.
   Disk { root: String },
-  /// A JS store object (`SqlDurableStore`, a user's own), called through the dispatcher.
+  /// A JS store object (`SqlDurableStore`, a user's own), called through the `store` hook.
   Js,
 }
 
-/// A JS `DurableStore` as a core store: `{k:"store", op, runId, data?}` through the dispatcher.
-struct JsStore {
-  dispatch: Arc<JsDispatchFn>,
-}
+/// A JS `DurableStore` as a core store.
+struct JsStore(Arc<Outbox>);
 
 impl JsStore {
   fn op(
@@ -179,23 +461,35 @@ impl JsStore {
     op: &'static str,
     run_id: &str,
     data: Option<String>,
-  ) -> BoxFuture<std::result::Result<String, DurableError>> {
-    let host = JsHost {
-      dispatch: self.dispatch.clone(),
-      policy: None,
-      replies: None,
-    };
-    let reply = host.ask(json!({"k": "store", "op": op, "runId": run_id, "data": data}));
+  ) -> BoxFuture<std::result::Result<Option<Vec<String>>, DurableError>> {
+    let (tx, rx) = oneshot::channel();
+    self.0.push(Out::Store(
+      StoreRequest {
+        op,
+        run_id: run_id.into(),
+        data,
+      },
+      tx,
+    ));
+    let failed = |m: String| Error::new(Code::DurableStoreFailed, m);
     Box::pin(async move {
-      reply.await.map_err(|message| {
-        let code = message
-          .split(':')
-          .next()
-          .filter(|c| c.starts_with("cave_"))
-          .unwrap_or("cave_durable_store_failed")
-          .to_string();
-        DurableError::new(code, message)
-      })
+      let promise = rx
+        .await
+        .map_err(|_| failed("cave_durable_store_failed: the store call was dropped".into()))?
+        .map_err(failed)?;
+      let result = promise.await.map_err(|e| failed(e.reason.clone()))?;
+      match result.error {
+        None => Ok(result.lines),
+        Some(e) => {
+          // The store's own code when it raised one (`cave_durable_run_locked`, …).
+          let code = e
+            .code
+            .as_deref()
+            .and_then(Code::parse)
+            .unwrap_or(Code::DurableStoreFailed);
+          Err(Error::new(code, e.message))
+        }
+      }
     })
   }
 }
@@ -204,10 +498,9 @@ impl DurableStore for JsStore {
   fn load(&self, run_id: &str) -> BoxFuture<std::result::Result<Vec<String>, DurableError>> {
     let f = self.op("load", run_id, None);
     Box::pin(async move {
-      let text = f.await?;
-      serde_json::from_str::<Vec<String>>(&text).map_err(|_| {
-        DurableError::coded(
-          "cave_durable_store_failed",
+      f.await?.ok_or_else(|| {
+        Error::coded(
+          Code::DurableStoreFailed,
           "load must resolve to an array of strings",
         )
       })
@@ -239,60 +532,20 @@ impl DurableStore for JsStore {
   }
 }
 
+type PumpFn = ThreadsafeFunction<(), (), (), Status, false, true>;
+
 #[napi]
 pub struct NativeRun {
   cancel: CancellationToken,
+  outbox: Arc<Outbox>,
   replies: Arc<Replies>,
-  local: Local,
+  executor: OnceLock<LocalExecutor<BindingRunOutcome>>,
+  hooks: OnceLock<BindingRunHooks>,
 }
 
-/// A kernel future polled on the JS thread (`startLocal`).
-#[derive(Default)]
-struct Local {
-  future: Mutex<Option<BoxFuture<BindingRunOutcome>>>,
-  wake: Arc<LocalWake>,
-}
-
-struct LocalWake {
-  js_thread: std::thread::ThreadId,
-  /// Set while this thread polls (or settles a reply): a wake then means "poll again".
-  polling: AtomicBool,
-  again: AtomicBool,
-  /// A `{k:"pump"}` dispatch is queued and not yet answered.
-  scheduled: AtomicBool,
-  dispatch: Mutex<Option<Arc<JsDispatchFn>>>,
-}
-
-impl Default for LocalWake {
+impl Default for NativeRun {
   fn default() -> Self {
-    Self {
-      js_thread: std::thread::current().id(),
-      polling: AtomicBool::new(false),
-      again: AtomicBool::new(false),
-      scheduled: AtomicBool::new(false),
-      dispatch: Mutex::new(None),
-    }
-  }
-}
-
-impl std::task::Wake for LocalWake {
-  fn wake(self: Arc<Self>) {
-    self.wake_by_ref();
-  }
-
-  fn wake_by_ref(self: &Arc<Self>) {
-    if std::thread::current().id() == self.js_thread && self.polling.load(Ordering::SeqCst) {
-      self.again.store(true, Ordering::SeqCst);
-      return;
-    }
-    if !self.scheduled.swap(true, Ordering::SeqCst) {
-      if let Some(dispatch) = self.dispatch.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        let _ = dispatch.call(
-          r#"{"k":"pump"}"#.to_string(),
-          ThreadsafeFunctionCallMode::NonBlocking,
-        );
-      }
-    }
+    Self::new()
   }
 }
 
@@ -302,53 +555,114 @@ impl NativeRun {
   pub fn new() -> Self {
     Self {
       cancel: CancellationToken::new(),
+      outbox: Arc::new(Outbox::default()),
       replies: Arc::new(Replies::default()),
-      local: Local::default(),
+      executor: OnceLock::new(),
+      hooks: OnceLock::new(),
     }
   }
 
-  /// Answers request `id` (a model turn or a JS tool call): `ok` with its text, or the error message.
+  /// Starts the run described by `agentJson` and `optionsJson` (JSON once per run, not per
+  /// step) and polls it until it waits on something. Returns the outcome if the run is already
+  /// over, else `null`; `replyModel` / `replyTool` / `replyError` / `pump` return it the same
+  /// way. The caller keeps the event loop alive while a run is pending.
   #[napi]
-  pub fn reply(&self, id: u32, ok: bool, text: String) -> Option<BindingRunOutcome> {
-    let wake = &self.local.wake;
-    let local = std::thread::current().id() == wake.js_thread && !wake.polling.swap(true, Ordering::SeqCst);
-    self.replies.settle(id, if ok { Ok(text) } else { Err(text) });
-    if local {
-      wake.polling.store(false, Ordering::SeqCst);
-      if wake.again.swap(false, Ordering::SeqCst) {
-        return self.drive();
-      }
+  pub fn start(
+    &self,
+    env: Env,
+    agent_json: String,
+    options_json: String,
+    hooks: BindingRunHooks,
+  ) -> Result<Option<BindingRunOutcome>> {
+    let pump: Arc<PumpFn> = Arc::new(
+      hooks
+        .pump
+        .borrow_back(&env)?
+        .build_threadsafe_function::<()>()
+        .callee_handled::<false>()
+        .weak::<true>()
+        .build()?,
+    );
+    let policy: Option<Arc<dyn ToolPolicy>> = hooks
+      .policy
+      .is_some()
+      .then(|| Arc::new(JsPolicy(self.outbox.clone())) as Arc<dyn ToolPolicy>);
+    if self.hooks.set(hooks).is_err() {
+      return Err(napi::Error::from_reason("cave_internal: a NativeRun starts once"));
     }
-    None
+    let future = run_outcome(
+      agent_json,
+      options_json,
+      JsHost {
+        outbox: self.outbox.clone(),
+        replies: self.replies.clone(),
+        policy,
+      },
+      self.cancel.clone(),
+    );
+    let executor = LocalExecutor::new(future, move || {
+      let _ = pump.call((), ThreadsafeFunctionCallMode::NonBlocking);
+    });
+    let _ = self.outbox.handle.set(executor.handle());
+    let _ = self.executor.set(executor);
+    self.turn(&env, || {})
   }
 
-  /// Polls the local kernel future until it needs something from elsewhere.
-  fn drive(&self) -> Option<BindingRunOutcome> {
-    let wake = self.local.wake.clone();
-    if wake.polling.swap(true, Ordering::SeqCst) {
-      wake.again.store(true, Ordering::SeqCst);
-      return None;
-    }
-    let waker = std::task::Waker::from(wake.clone());
-    let mut cx = std::task::Context::from_waker(&waker);
-    let outcome = napi::bindgen_prelude::within_runtime_if_available(|| loop {
-      wake.again.store(false, Ordering::SeqCst);
-      let mut slot = self.local.future.lock().unwrap_or_else(|e| e.into_inner());
-      let Some(future) = slot.as_mut() else { return None };
-      if let std::task::Poll::Ready(outcome) = future.as_mut().poll(&mut cx) {
-        *slot = None;
-        return Some(outcome);
+  /// Answers model turn `id` with the final assistant message.
+  #[napi]
+  pub fn reply_model(
+    &self,
+    env: Env,
+    id: u32,
+    message: BindingAssistantMessage,
+  ) -> Result<Option<BindingRunOutcome>> {
+    self.turn(&env, || {
+      if let Some(Waiting::Model(tx)) = self.replies.take(id) {
+        let _ = tx.send(Ok(message.into()));
       }
-      drop(slot);
-      if !wake.again.load(Ordering::SeqCst) {
-        return None;
+    })
+  }
+
+  /// Answers JS tool call `id` with its text result.
+  #[napi]
+  pub fn reply_tool(&self, env: Env, id: u32, text: String) -> Result<Option<BindingRunOutcome>> {
+    self.turn(&env, || {
+      if let Some(Waiting::Tool(tx)) = self.replies.take(id) {
+        let _ = tx.send(Ok(text));
       }
-    });
-    wake.polling.store(false, Ordering::SeqCst);
-    if outcome.is_some() {
-      wake.dispatch.lock().unwrap_or_else(|e| e.into_inner()).take();
-    }
-    outcome
+    })
+  }
+
+  /// Answers request `id` (a model turn or a JS tool call) with what it threw.
+  #[napi]
+  pub fn reply_error(&self, env: Env, id: u32, error: BindingHostError) -> Result<Option<BindingRunOutcome>> {
+    self.turn(&env, || {
+      let e = HostError {
+        message: error.message,
+        code: error.code,
+      };
+      match self.replies.take(id) {
+        Some(Waiting::Model(tx)) => {
+          let _ = tx.send(Err(e));
+        }
+        Some(Waiting::Tool(tx)) => {
+          let _ = tx.send(Err(e));
+        }
+        None => {}
+      }
+    })
+  }
+
+  /// Polls the run after a wake from another thread (the `pump` hook).
+  #[napi]
+  pub fn pump(&self, env: Env) -> Result<Option<BindingRunOutcome>> {
+    let Some(executor) = self.executor.get() else {
+      return Ok(None);
+    };
+    let mut failed = None;
+    let out =
+      napi::bindgen_prelude::within_runtime_if_available(|| executor.pump(|| self.flush(&env, &mut failed)));
+    failed.map_or(Ok(out), Err)
   }
 
   /// Aborts the run: the model call is dropped and running tools are killed.
@@ -356,95 +670,83 @@ impl NativeRun {
   pub fn cancel(&self) {
     self.cancel.cancel();
   }
+}
 
-  /// Runs the agent described by `agentJson` with `optionsJson`. `dispatch` receives JSON
-  /// messages `{k: "event" | "model" | "tool" | "abortTool" | "policy" | "output", …}`.
-  #[napi]
-  pub async fn start(
-    &self,
-    agent_json: String,
-    options_json: String,
-    dispatch: Arc<JsDispatchFn>,
-  ) -> BindingRunOutcome {
-    run_outcome(
-      agent_json,
-      options_json,
-      dispatch,
-      self.cancel.clone(),
-      self.replies.clone(),
-    )
-    .await
+impl NativeRun {
+  fn turn(&self, env: &Env, before: impl FnOnce()) -> Result<Option<BindingRunOutcome>> {
+    let Some(executor) = self.executor.get() else {
+      return Ok(None);
+    };
+    let mut failed = None;
+    let out = napi::bindgen_prelude::within_runtime_if_available(|| {
+      executor.turn(before, || self.flush(env, &mut failed))
+    });
+    failed.map_or(Ok(out), Err)
   }
 
-  /// `start`, but the kernel future is polled on this (the JS) thread: a model turn or a JS tool
-  /// answered by `reply()` resumes the kernel right there, with no hand-off to a runtime worker
-  /// and back. Wakes from other threads (native tools, timers) come back as a `{k:"pump"}`
-  /// dispatch, to be answered with `pump()`. Returns the outcome once the run is over, else
-  /// `null`; `reply()` and `pump()` return it the same way. The caller keeps the event loop alive
-  /// while a run is pending.
-  #[napi]
-  pub fn start_local(
-    &self,
-    agent_json: String,
-    options_json: String,
-    dispatch: Arc<JsDispatchFn>,
-  ) -> Option<BindingRunOutcome> {
-    let future = run_outcome(
-      agent_json,
-      options_json,
-      dispatch.clone(),
-      self.cancel.clone(),
-      self.replies.clone(),
-    );
-    {
-      let mut slot = self.local.future.lock().unwrap_or_else(|e| e.into_inner());
-      *slot = Some(Box::pin(future));
+  /// Hands JS what the last poll queued, in order. A hook that throws is a bug of the JS layer
+  /// (its adapters catch user errors); the first such error is returned to the caller.
+  fn flush(&self, env: &Env, failed: &mut Option<napi::Error>) {
+    let Some(hooks) = self.hooks.get() else { return };
+    while let Some(out) = self.outbox.pop() {
+      let r = match out {
+        Out::Events(batch) => hooks.events.borrow_back(env).and_then(|f| f.call(Serde(batch))),
+        Out::Model(request) => hooks.model.borrow_back(env).and_then(|f| f.call(Serde(request))),
+        Out::Tool(request) => hooks.tool.borrow_back(env).and_then(|f| f.call(Serde(request))),
+        Out::AbortTool(id) => hooks.abort_tool.borrow_back(env).and_then(|f| f.call(id as f64)),
+        Out::Output(toolset, label, text) => hooks
+          .output
+          .borrow_back(env)
+          .and_then(|f| f.call(FnArgs::from((toolset, label, text)))),
+        Out::Policy(input, tx) => {
+          let answer = match &hooks.policy {
+            Some(p) => p
+              .borrow_back(env)
+              .and_then(|f| f.call(Serde(input)))
+              .map_err(|e| e.reason.clone()),
+            None => Err("cave_internal: no policy hook".to_string()),
+          };
+          let _ = tx.send(answer);
+          Ok(())
+        }
+        Out::Store(request, tx) => {
+          let answer = match &hooks.store {
+            Some(s) => s
+              .borrow_back(env)
+              .and_then(|f| f.call(Serde(request)))
+              .map_err(|e| e.reason.clone()),
+            None => Err("cave_internal: no store hook".to_string()),
+          };
+          let _ = tx.send(answer);
+          Ok(())
+        }
+      };
+      if let Err(e) = r {
+        failed.get_or_insert(e);
+      }
     }
-    *self.local.wake.dispatch.lock().unwrap_or_else(|e| e.into_inner()) = Some(dispatch);
-    self.drive()
-  }
-
-  /// Polls a `startLocal` run after a `{k:"pump"}` dispatch.
-  #[napi]
-  pub fn pump(&self) -> Option<BindingRunOutcome> {
-    self.local.wake.scheduled.store(false, Ordering::SeqCst);
-    self.drive()
   }
 }
 
 async fn run_outcome(
   agent_json: String,
   options_json: String,
-  dispatch: Arc<JsDispatchFn>,
+  host: JsHost,
   cancel: CancellationToken,
-  replies: Arc<Replies>,
 ) -> BindingRunOutcome {
-  let options_error = |code: &str, message: String| BindingRunOutcome {
+  let refused = |e: Error| BindingRunOutcome {
     phase: "options".into(),
-    code: Some(code.into()),
-    message: Some(message),
-    receipt_json: None,
-    result_json: None,
+    code: Some(e.code.to_string()),
+    message: Some(e.message),
   };
   let agent: AgentSpec = match serde_json::from_str(&agent_json) {
     Ok(a) => a,
-    Err(e) => {
-      return options_error(
-        "cave_agent_definition_invalid",
-        format!("cave_agent_definition_invalid: {e}"),
-      )
-    }
+    Err(e) => return refused(Error::coded(Code::AgentDefinitionInvalid, e)),
   };
   let options: RunOptionsSpec = match serde_json::from_str(&options_json) {
     Ok(o) => o,
-    Err(e) => {
-      return options_error(
-        "cave_run_options_invalid",
-        format!("cave_run_options_invalid: {e}"),
-      )
-    }
+    Err(e) => return refused(Error::coded(Code::RunOptionsInvalid, e)),
   };
-  let has_policy = options.has_policy;
   let durable_options: Option<BindingDurable> = serde_json::from_str::<Value>(&options_json)
     .ok()
     .and_then(|v| v.get("durable").cloned())
@@ -452,19 +754,12 @@ async fn run_outcome(
     .and_then(|d| serde_json::from_value(d).ok());
   let prepared = match Prepared::new(options) {
     Ok(p) => p,
-    Err(e) => return options_error(&e.code, e.message),
-  };
-  let policy: Option<Arc<dyn ToolPolicy>> = if has_policy {
-    Some(Arc::new(JsPolicy::enveloped(dispatch.clone())))
-  } else {
-    None
+    Err(e) => return refused(e),
   };
   let durable = durable_options.map(|d| {
     let store: Arc<dyn DurableStore> = match d.store {
       BindingStoreRef::Disk { root } => Arc::new(Arc::new(DiskStore::new(root))),
-      BindingStoreRef::Js => Arc::new(JsStore {
-        dispatch: dispatch.clone(),
-      }),
+      BindingStoreRef::Js => Arc::new(JsStore(host.outbox.clone())),
     };
     let agent_value: Value = serde_json::from_str(&agent_json).unwrap_or_default();
     DurableSetup {
@@ -474,39 +769,18 @@ async fn run_outcome(
       session_id: d.session_id,
     }
   });
-  let host = Arc::new(JsHost {
-    dispatch,
-    policy,
-    replies: Some(replies),
-  });
-  match run_agent(host, agent, prepared, cancel, durable).await {
-    Err(f) if f.pre_run => BindingRunOutcome {
-      phase: "options".into(),
-      code: f.code,
-      message: Some(f.message),
-      receipt_json: None,
-      result_json: None,
-    },
-    Ok(result) => BindingRunOutcome {
+  match run_agent(Arc::new(host), agent, prepared, cancel, durable).await {
+    Err(f) if f.pre_run => refused(f.error),
+    Ok(_) => BindingRunOutcome {
       phase: "done".into(),
       code: None,
       message: None,
-      receipt_json: None,
-      result_json: Some(result.to_string()),
     },
     Err(f) => BindingRunOutcome {
       phase: "run".into(),
-      code: f.code,
-      message: Some(f.message),
-      receipt_json: Some(f.receipt.to_string()),
-      result_json: None,
+      code: Some(f.code.to_string()),
+      message: Some(f.error.message),
     },
-  }
-}
-
-impl Default for NativeRun {
-  fn default() -> Self {
-    Self::new()
   }
 }
 
@@ -535,6 +809,13 @@ pub fn kernel_stats() -> BindingKernelStats {
   }
 }
 
+/// The code `run()` rejects with for a failure with `message` (the reference's coarse
+/// `errorCode()`; the one implementation, in the core).
+#[napi]
+pub fn run_error_code(message: String) -> String {
+  Code::for_run_failure(&message).to_string()
+}
+
 /// `agentStaticContextDiagnostics`: bytes of the system prompt plus the tool schemas a model is
 /// sent, without calling one.
 #[napi(object)]
@@ -548,7 +829,7 @@ pub fn static_context_diagnostics(agent_json: String) -> napi::Result<BindingSta
   let agent: AgentSpec = serde_json::from_str(&agent_json)
     .map_err(|e| napi::Error::from_reason(format!("cave_agent_definition_invalid: {e}")))?;
   let prompt = knap_core::kernel::system_prompt(&agent);
-  let tools = Value::Array(knap_core::kernel::tool_schemas(&agent)).to_string();
+  let tools = serde_json::to_string(&knap_core::kernel::tool_schemas(&agent)).unwrap_or_default();
   Ok(BindingStaticContext {
     static_context_bytes: (prompt.len() + tools.len()) as u32,
     available_tool_count: agent.tools.len() as u32,

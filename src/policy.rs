@@ -1,61 +1,85 @@
-//! The JS `toolPolicy` as an implementation of the core `ToolPolicy` trait, over a weak
-//! threadsafe function (so a stored policy never keeps Node alive).
-//!
-//! The JS side wraps the user's policy so it always returns a string or a Promise of one:
-//! `"u"` for `undefined`, `"j" + JSON` for any other value, `"x"` for a value JSON cannot carry.
-//! All judging of that value happens in `knap_core::policy::judge`.
+//! A `toolPolicy`'s answer as the core reads it. The policy's raw return value (or what its
+//! Promise resolves to) is read straight off the JS value, with no JSON in between; all judging
+//! happens in `knap_core::policy::judge`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use knap_core::exec::BoxFuture;
 use knap_core::policy::{decide_tool_call, PolicyAnswer, PolicyInput, ToolPolicy};
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::ThreadsafeFunction;
+use napi::sys;
 use napi_derive::napi;
+use serde_json::Value;
 
-/// A run's dispatcher, `(messageJson: string) => string | Promise<string>`: the one weak
-/// threadsafe function through which the kernel reaches JS (events, model turns, JS tools, the
-/// policy, JS stores), so everything arrives in the order Rust sent it.
-#[napi]
-pub type JsDispatchFn =
-  ThreadsafeFunction<String, Either<Promise<String>, String>, String, Status, false, true>;
+/// A policy's decision value, as `judge` needs it: `undefined`, `null`, an object's `allow` and
+/// `deny` members, or anything else (never a valid decision).
+pub struct PolicyAnswerJs(pub PolicyAnswer);
 
-/// The run's `toolPolicy` over the run's dispatcher (a weak threadsafe function): it is sent
-/// `{"k":"policy","input":…}`.
-pub struct JsPolicy {
-  f: Arc<JsDispatchFn>,
+unsafe fn type_of(env: sys::napi_env, value: sys::napi_value) -> Result<ValueType> {
+  let mut t = 0;
+  check_status!(unsafe { sys::napi_typeof(env, value, &mut t) })?;
+  Ok(ValueType::from(t))
 }
 
-impl JsPolicy {
-  pub fn enveloped(f: Arc<JsDispatchFn>) -> Self {
-    Self { f }
+/// A member of a decision object, as JSON would carry it (`None` when undefined).
+unsafe fn member(env: sys::napi_env, object: sys::napi_value, key: &std::ffi::CStr) -> Result<Option<Value>> {
+  let mut v = std::ptr::null_mut();
+  check_status!(unsafe { sys::napi_get_named_property(env, object, key.as_ptr(), &mut v) })?;
+  Ok(match unsafe { type_of(env, v) }? {
+    ValueType::Undefined => None,
+    ValueType::Boolean => Some(Value::Bool(unsafe { bool::from_napi_value(env, v) }?)),
+    ValueType::String => Some(Value::String(unsafe { String::from_napi_value(env, v) }?)),
+    ValueType::Null => Some(Value::Null),
+    // Numbers, objects and the rest: never `true` and never a string, which is all `judge` asks.
+    _ => Some(Value::Array(Vec::new())),
+  })
+}
+
+impl FromNapiValue for PolicyAnswerJs {
+  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
+    Ok(PolicyAnswerJs(match unsafe { type_of(env, value) }? {
+      ValueType::Undefined => PolicyAnswer::Undefined,
+      ValueType::Null => PolicyAnswer::Value(Value::Null),
+      ValueType::Object => {
+        let mut map = serde_json::Map::new();
+        for key in [c"allow", c"deny"] {
+          if let Some(v) = unsafe { member(env, value, key) }? {
+            map.insert(key.to_str().unwrap_or_default().to_string(), v);
+          }
+        }
+        PolicyAnswer::Value(Value::Object(map))
+      }
+      // Not a decision (a string, a number, a function, a symbol, a BigInt).
+      _ => PolicyAnswer::Value(Value::Bool(false)),
+    }))
   }
 }
 
-pub(crate) fn decode_answer(s: &str) -> PolicyAnswer {
-  match s.as_bytes().first() {
-    Some(b'u') => PolicyAnswer::Undefined,
-    Some(b'j') => serde_json::from_str(&s[1..])
-      .map(PolicyAnswer::Value)
-      .unwrap_or(PolicyAnswer::Value(serde_json::Value::Bool(false))),
-    // Not JSON-representable (a function, a symbol, a BigInt): never a valid decision.
-    _ => PolicyAnswer::Value(serde_json::Value::Bool(false)),
+impl TypeName for PolicyAnswerJs {
+  fn type_name() -> &'static str {
+    "unknown"
+  }
+  fn value_type() -> ValueType {
+    ValueType::Unknown
   }
 }
 
-impl ToolPolicy for JsPolicy {
-  fn evaluate(&self, input: &PolicyInput) -> BoxFuture<std::result::Result<PolicyAnswer, String>> {
-    let f = self.f.clone();
-    let input = serde_json::to_value(input).unwrap_or_default();
-    let json = serde_json::json!({"k": "policy", "input": input}).to_string();
-    Box::pin(async move {
-      let raw = match f.call_async_catch(json).await {
-        Err(e) => return Err(e.reason.clone()),
-        Ok(Either::A(promise)) => promise.await.map_err(|e| e.reason.clone())?,
-        Ok(Either::B(s)) => s,
-      };
-      Ok(decode_answer(&raw))
+impl ValidateNapiValue for PolicyAnswerJs {}
+
+/// What a policy returned: its decision, or a Promise of it.
+pub enum PolicyReturn {
+  Now(PolicyAnswer),
+  Later(Promise<PolicyAnswerJs>),
+}
+
+impl FromNapiValue for PolicyReturn {
+  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
+    let mut is_promise = false;
+    check_status!(unsafe { sys::napi_is_promise(env, value, &mut is_promise) })?;
+    Ok(if is_promise {
+      PolicyReturn::Later(unsafe { Promise::from_napi_value(env, value) }?)
+    } else {
+      PolicyReturn::Now(unsafe { PolicyAnswerJs::from_napi_value(env, value) }?.0)
     })
   }
 }
@@ -95,33 +119,36 @@ fn to_binding(
   }
 }
 
-/// Judges a policy's synchronous answer (encoded as for the threadsafe path) at once, with no
-/// thread hop: `decideToolCall` calls the policy on the JS thread, as the reference does, and
-/// only a Promise answer goes on to `awaitPolicyAnswer` and its timeout.
+/// Judges a policy's synchronous answer at once, with no thread hop: `decideToolCall` calls the
+/// policy on the JS thread, as the reference does, and only a Promise answer goes on to
+/// `awaitPolicyAnswer` and its timeout.
 #[napi]
-pub fn judge_policy_answer(encoded: String) -> BindingDecision {
-  to_binding(knap_core::policy::judge(&decode_answer(&encoded)))
+pub fn judge_policy_answer(#[napi(ts_arg_type = "unknown")] answer: PolicyAnswerJs) -> BindingDecision {
+  to_binding(knap_core::policy::judge(&answer.0))
 }
 
 /// A policy that has already answered with a Promise: awaited here under the policy timeout.
-struct Answered(std::sync::Mutex<Option<Promise<String>>>);
+struct Answered(std::sync::Mutex<Option<Promise<PolicyAnswerJs>>>);
 
 impl ToolPolicy for Answered {
   fn evaluate(&self, _: &PolicyInput) -> BoxFuture<std::result::Result<PolicyAnswer, String>> {
     let promise = self.0.lock().ok().and_then(|mut p| p.take());
     Box::pin(async move {
       match promise {
-        Some(p) => p.await.map(|s| decode_answer(&s)).map_err(|e| e.reason.clone()),
+        Some(p) => p.await.map(|a| a.0).map_err(|e| e.reason.clone()),
         None => Err("the policy answer was already consumed".to_string()),
       }
     })
   }
 }
 
-/// Awaits a policy's Promise answer (resolving to the encoded decision) with the timeout
-/// (`TOOL_POLICY_TIMEOUT_MS` unless `timeoutMs`), then judges it.
+/// Awaits a policy's Promise answer with the timeout (`TOOL_POLICY_TIMEOUT_MS` unless
+/// `timeoutMs`), then judges it.
 #[napi]
-pub async fn await_policy_answer(answer: Promise<String>, timeout_ms: Option<u32>) -> BindingDecision {
+pub async fn await_policy_answer(
+  #[napi(ts_arg_type = "Promise<unknown>")] answer: Promise<PolicyAnswerJs>,
+  timeout_ms: Option<u32>,
+) -> BindingDecision {
   let timeout = timeout_ms
     .map(|ms| Duration::from_millis(ms as u64))
     .unwrap_or_else(knap_core::policy::default_timeout);
@@ -133,7 +160,7 @@ pub async fn await_policy_answer(answer: Promise<String>, timeout_ms: Option<u32
     parent_tool_call_id: None,
     name: String::new(),
     effect: String::new(),
-    args: serde_json::Value::Null,
+    args: Value::Null,
   };
   to_binding(decide_tool_call(&Answered(std::sync::Mutex::new(Some(answer))), &input, timeout).await)
 }

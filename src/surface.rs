@@ -42,7 +42,7 @@ pub fn sha256_hex(data: Either<String, Buffer>) -> String {
 pub fn durable_run_summary_json(lines: Vec<String>) -> napi::Result<String, ErrorCode> {
   knap_core::durable::summary::summarize(&lines)
     .map(|v| v.to_string())
-    .map_err(|e| napi::Error::new(ErrorCode(e.code), e.message))
+    .map_err(|e| napi::Error::new(ErrorCode(e.code.to_string()), e.message))
 }
 
 #[napi]

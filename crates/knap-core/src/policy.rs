@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::code::Code;
 use crate::exec::BoxFuture;
 use crate::limits::{DENY_CODE_MAX_CHARS, TOOL_POLICY_TIMEOUT_MS};
 
@@ -55,11 +56,11 @@ pub enum PolicyError {
 }
 
 impl PolicyError {
-  pub fn code(&self) -> &'static str {
+  pub fn code(&self) -> Code {
     match self {
-      PolicyError::Failed { .. } => "cave_tool_policy_failed",
-      PolicyError::DecisionInvalid => "cave_tool_policy_decision_invalid",
-      PolicyError::ReasonInvalid => "cave_tool_policy_reason_invalid",
+      PolicyError::Failed { .. } => Code::ToolPolicyFailed,
+      PolicyError::DecisionInvalid => Code::ToolPolicyDecisionInvalid,
+      PolicyError::ReasonInvalid => Code::ToolPolicyReasonInvalid,
     }
   }
 
@@ -73,7 +74,7 @@ impl PolicyError {
 
 impl std::fmt::Display for PolicyError {
   fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-    f.write_str(self.code())
+    f.write_str(self.code().as_str())
   }
 }
 

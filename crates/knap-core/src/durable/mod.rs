@@ -3,38 +3,16 @@
 
 pub mod canonical;
 pub mod journal;
+pub mod record;
+pub mod replay;
 pub mod store;
 pub mod summary;
 
-use std::fmt;
+use crate::code::Code;
 
-/// A durable failure with its stable `cave_durable_*` code; `message` starts with the code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DurableError {
-  pub code: String,
-  pub message: String,
-}
-
-impl DurableError {
-  pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-    Self {
-      code: code.into(),
-      message: message.into(),
-    }
-  }
-
-  pub fn coded(code: &str, detail: impl fmt::Display) -> Self {
-    Self::new(code, format!("{code}: {detail}"))
-  }
-}
-
-impl fmt::Display for DurableError {
-  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    f.write_str(&self.message)
-  }
-}
-
-impl std::error::Error for DurableError {}
+/// A durable failure: the kernel's error type, with a `cave_durable_*` code; `message` starts
+/// with the code.
+pub type DurableError = crate::code::Error;
 
 /// `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`.
 pub fn valid_run_id(id: &str) -> bool {
@@ -48,8 +26,8 @@ pub fn valid_run_id(id: &str) -> bool {
 }
 
 pub fn run_id_error() -> DurableError {
-  DurableError::new(
-    "cave_durable_run_id_invalid",
-    "cave_durable_run_id_invalid: durable.runId must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}",
+  DurableError::coded(
+    Code::DurableRunIdInvalid,
+    "durable.runId must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}",
   )
 }

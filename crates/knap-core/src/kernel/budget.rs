@@ -1,8 +1,7 @@
 //! Prices and the budget meter: reserve the worst case before a provider call, clamp the
 //! output down to the floor, stop when even the floor does not fit, settle what was used.
 
-use serde_json::Value;
-
+use super::message::{count, MessageUsage};
 use crate::limits::{BUDGET_FRAMING_TOKENS_PER_MESSAGE, OUTPUT_CLAMP_FLOOR_TOKENS};
 
 // Prices live in the one model catalog of the core.
@@ -19,20 +18,14 @@ pub struct Usage {
 }
 
 impl Usage {
-  pub fn from_message(msg: &Value) -> Self {
-    let u = msg.get("usage");
-    let n = |k: &str| {
-      u.and_then(|u| u.get(k))
-        .and_then(Value::as_f64)
-        .filter(|f| f.is_finite() && *f > 0.0)
-        .unwrap_or(0.0) as u64
-    };
+  /// A message's usage; counts that are missing, negative or not finite are 0.
+  pub fn of(u: &MessageUsage) -> Self {
     Self {
-      input: n("input"),
-      output: n("output"),
-      cache_read: n("cacheRead"),
-      cache_write: n("cacheWrite"),
-      reasoning: n("reasoning"),
+      input: count(&u.input),
+      output: count(&u.output),
+      cache_read: count(&u.cache_read),
+      cache_write: count(&u.cache_write),
+      reasoning: count(&u.reasoning),
     }
   }
 

@@ -1,49 +1,93 @@
 //! What the kernel needs from its host (the Node binding, or a test double): the model
-//! transport, user tools, the policy, events, and the native tool sets.
+//! transport, user tools, the policy, events, and the native tool sets. Every argument and
+//! answer is typed; a host failure is a [`HostError`].
 
 use std::sync::Arc;
 
+use serde::Serialize;
 use serde_json::Value;
 
+use super::event::RunEvent;
+use super::message::{AssistantMessage, Message};
 use crate::exec::BoxFuture;
 use crate::policy::ToolPolicy;
 use crate::tools::ShellTools;
 
-/// One provider call. The host keeps each conversation's transcript: `append` carries only the
-/// messages added since the previous call on `conversation`; `system_prompt` and `tools` are
-/// sent with the first call of a conversation only.
+/// What a host callback threw: its message, and its `code` property when it had one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostError {
+  pub message: String,
+  pub code: Option<String>,
+}
+
+impl HostError {
+  pub fn new(message: impl Into<String>) -> Self {
+    Self {
+      message: message.into(),
+      code: None,
+    }
+  }
+}
+
+impl std::fmt::Display for HostError {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.write_str(&self.message)
+  }
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSchema {
+  pub name: String,
+  pub description: String,
+  pub parameters: Value,
+}
+
+/// One provider call. The host keeps each conversation's transcript: `append` carries the
+/// messages the kernel added since the previous call on `conversation` (the prompt, tool
+/// results, a resumed transcript); the assistant message a call returns is the host's own, and
+/// it appends that itself. `system_prompt` and `tools` come with the first call only.
 #[derive(Debug, Clone)]
 pub struct ModelCall {
   pub conversation: u64,
   pub model_key: u32,
-  pub append: Vec<Value>,
+  pub append: Vec<Message>,
   pub system_prompt: Option<String>,
-  pub tools: Option<Vec<Value>>,
+  pub tools: Option<Vec<ToolSchema>>,
   pub max_tokens: Option<u64>,
   pub reasoning: Option<String>,
+}
+
+/// `context.durable` of a tool call on a durable run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurableContext {
+  pub idempotency_key: String,
+  pub resumed: bool,
 }
 
 /// One call of a host (JS) tool.
 #[derive(Debug, Clone)]
 pub struct HostToolCall {
-  /// Unique per run; `Host::abort_tool` refers to it.
+  /// Unique per run; `Host::abort_tool` and nested dispatches refer to it.
   pub call_id: u64,
   pub key: u32,
   pub args: Value,
   pub tool_call_id: String,
-  pub parent_tool_call_id: Option<String>,
-  /// `context.durable` on durable runs: `(idempotencyKey, resumed)`.
-  pub durable: Option<(String, bool)>,
+  /// The container's call id for a nested call; the call's own id at top level.
+  pub parent_tool_call_id: String,
+  pub durable: Option<DurableContext>,
+  /// The tool may `context.dispatch` nested calls (it declares `nestedTools`).
+  pub composite: bool,
 }
 
 pub trait Host: Send + Sync {
-  /// A stream event (`run_start`, `{type:"pi", event}`, `run_end`, …). Fire and forget, in order.
-  fn emit(&self, event: Value);
-  /// The final assistant message (pi `AssistantMessage` JSON), or the thrown error's message.
-  fn model_call(&self, call: ModelCall) -> BoxFuture<Result<Value, String>>;
-  /// The tool's text result, or the thrown error's message.
-  fn tool_call(&self, call: HostToolCall) -> BoxFuture<Result<String, String>>;
-  /// Asks a running host tool to stop (its per-tool timeout passed).
+  /// A stream event. Fire and forget, delivered in order.
+  fn emit(&self, event: RunEvent);
+  /// The final assistant message of one provider call.
+  fn model_call(&self, call: ModelCall) -> BoxFuture<Result<AssistantMessage, HostError>>;
+  /// The tool's text result (a string as returned, any other value as JSON).
+  fn tool_call(&self, call: HostToolCall) -> BoxFuture<Result<String, HostError>>;
+  /// Asks a running host tool to stop (its timeout passed).
   fn abort_tool(&self, call_id: u64);
   /// `onOutput(label, text)` of a native tool set.
   fn on_output(&self, toolset: u32, label: &str, text: &str);

@@ -1,39 +1,22 @@
 //! The kernel's side of a durable run: what it journals at each barrier, and the positional
 //! replay cursor over tool calls a crashed attempt journaled but never checkpointed.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
-use crate::durable::canonical::{args_sha256, idempotency_key};
+use super::message::{Message, ToolResultValue};
+use super::receipt::ReceiptCall;
+use super::result::{ReceiptOut, RunOutput};
+use crate::code::{Code, Error};
+use crate::durable::canonical::{args_sha256, canonical_json, idempotency_key};
 use crate::durable::journal::{Journal, ToolRecord};
+use crate::durable::record::{json, Record, SettledError, SettledValue, ToolIdentity};
 use crate::durable::DurableError;
 use crate::limits::{DURABLE_MAX_CODE_BYTES, DURABLE_MAX_ERROR_MESSAGE_BYTES};
-
-/// A tool call's durable identity.
-#[derive(Debug, Clone)]
-pub struct ToolIdentity {
-  pub path: String,
-  pub tool_call_id: String,
-  pub name: String,
-  pub effect: String,
-  pub args_sha256: String,
-  pub idempotency_key: String,
-}
-
-impl ToolIdentity {
-  fn fields(&self) -> serde_json::Map<String, Value> {
-    let v = json!({
-      "path": self.path, "toolCallId": self.tool_call_id, "name": self.name, "effect": self.effect,
-      "argsSha256": self.args_sha256, "idempotencyKey": self.idempotency_key
-    });
-    match v {
-      Value::Object(m) => m,
-      _ => serde_json::Map::new(),
-    }
-  }
-}
 
 /// What to do with an admitted tool call.
 pub enum ToolPlan {
@@ -44,17 +27,62 @@ pub enum ToolPlan {
   /// An unsettled `read`/`idempotent` record: run again (`resumed: true`), settle the old intent.
   Redrive(ToolIdentity),
   /// The call differs from the record at the cursor: the run must stop before more spend.
-  Mismatch(String),
+  Mismatch(Error),
+}
+
+/// How an executed tool call ended, as the journal records it.
+pub enum Settled<'a> {
+  Returned(&'a ToolResultValue),
+  Threw(&'a str),
+}
+
+/// `JournaledCallUsage`: a receipt call without `clampedOutputTokens`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JournaledCallUsage<'a> {
+  provider: &'a str,
+  model: &'a str,
+  input_tokens: u64,
+  output_tokens: u64,
+  cache_read_tokens: u64,
+  cache_write_tokens: u64,
+  reasoning_tokens: u64,
+  estimated_usd: f64,
+  unpriced: bool,
+  usage_basis: &'a str,
+}
+
+impl<'a> From<&'a ReceiptCall> for JournaledCallUsage<'a> {
+  fn from(c: &'a ReceiptCall) -> Self {
+    Self {
+      provider: &c.provider,
+      model: &c.model,
+      input_tokens: c.input_tokens,
+      output_tokens: c.output_tokens,
+      cache_read_tokens: c.cache_read_tokens,
+      cache_write_tokens: c.cache_write_tokens,
+      reasoning_tokens: c.reasoning_tokens,
+      estimated_usd: c.estimated_usd,
+      unpriced: c.unpriced,
+      usage_basis: c.usage_basis,
+    }
+  }
 }
 
 struct Cursor {
   records: Vec<ToolRecord>,
   next: usize,
-  fatal: Option<String>,
+  fatal: Option<Error>,
   /// `(path, toolCallId)` of the tool records not yet covered by a `turn` checkpoint (the
   /// crashed attempt's included): a second intent with one of them would make the journal
   /// unreadable ("duplicate tool intent identity"), so it is refused instead.
   open: HashSet<(String, String)>,
+}
+
+impl Cursor {
+  fn fail(&mut self, error: Error) -> Error {
+    self.fatal.get_or_insert(error).clone()
+  }
 }
 
 pub struct DurableRun {
@@ -69,16 +97,17 @@ pub struct DurableRun {
   pub metered: bool,
 }
 
-fn truncate_bytes(s: &str, max: usize) -> String {
+/// The first line of `s`, at most `max` bytes (cut on a character boundary).
+fn truncate_bytes(s: &str, max: usize) -> &str {
   let first = s.lines().next().unwrap_or_default();
   if first.len() <= max {
-    return first.to_string();
+    return first;
   }
   let mut end = max;
   while !first.is_char_boundary(end) {
     end -= 1;
   }
-  first[..end].to_string()
+  &first[..end]
 }
 
 impl DurableRun {
@@ -91,7 +120,7 @@ impl DurableRun {
       cursor: Mutex::new(Cursor {
         open: replay
           .iter()
-          .map(|r| (r.path.clone(), r.tool_call_id.clone()))
+          .map(|r| (r.identity.path.clone(), r.identity.tool_call_id.clone()))
           .collect(),
         records: replay,
         next: 0,
@@ -101,10 +130,14 @@ impl DurableRun {
     }
   }
 
-  /// Queues one event; returns its sequence number.
-  fn emit(&self, kind: &str, fields: Value) -> Result<usize, DurableError> {
+  fn cursor(&self) -> std::sync::MutexGuard<'_, Cursor> {
+    self.cursor.lock().unwrap_or_else(|e| e.into_inner())
+  }
+
+  /// Queues one record; returns its sequence number.
+  fn emit(&self, record: &Record) -> Result<usize, DurableError> {
     let mut j = self.journal.lock().unwrap_or_else(|e| e.into_inner());
-    j.emit(kind, fields)?;
+    j.emit(record)?;
     Ok(j.emitted())
   }
 
@@ -139,85 +172,71 @@ impl DurableRun {
     }
   }
 
-  async fn emit_flush(&self, kind: &str, fields: Value) -> Result<(), DurableError> {
-    let seq = self.emit(kind, fields)?;
+  async fn emit_flush(&self, record: &Record<'_>) -> Result<(), DurableError> {
+    let seq = self.emit(record)?;
     self.flush_through(seq).await
   }
 
   pub async fn call_started(&self, path: &str, provider: &str, model: &str) -> Result<(), DurableError> {
     self
-      .emit_flush(
-        "call_started",
-        json!({"path": path, "kind": "model", "provider": provider, "model": model}),
-      )
+      .emit_flush(&Record::CallStarted {
+        path: Cow::Borrowed(path),
+        kind: Cow::Borrowed("model"),
+        provider: Cow::Borrowed(provider),
+        model: Cow::Borrowed(model),
+      })
       .await
   }
 
   /// Queued: made durable by the next flush (a tool intent or the turn).
-  pub async fn call_settled(&self, path: &str, call: Value, amount: f64) -> Result<(), DurableError> {
-    let mut fields = json!({"path": path, "kind": "model", "call": call});
-    if self.metered {
-      fields["settledAmount"] = json!(amount);
-    }
-    self.emit("call_settled", fields).map(|_| ())
+  pub fn call_settled(&self, path: &str, call: &ReceiptCall, amount: f64) -> Result<(), DurableError> {
+    let record = Record::CallSettled {
+      path: Cow::Borrowed(path),
+      kind: Cow::Borrowed("model"),
+      call: json(&JournaledCallUsage::from(call)),
+      settled_amount: (self.metered && amount.is_finite()).then(|| json(&amount)),
+    };
+    self.emit(&record).map(|_| ())
   }
 
   pub async fn call_abandoned(&self, path: &str) -> Result<(), DurableError> {
-    self.emit_flush("call_abandoned", json!({"path": path})).await
+    self
+      .emit_flush(&Record::CallAbandoned {
+        path: Cow::Borrowed(path),
+      })
+      .await
   }
 
   /// Matches an admitted call against the replay cursor (call order = journal order).
   pub fn plan(&self, path: &str, tool_call_id: &str, name: &str, effect: &str, args: &Value) -> ToolPlan {
     let digest = match args_sha256(args) {
       Ok(d) => d,
-      Err(e) => return ToolPlan::Mismatch(e.0),
+      Err(e) => {
+        let code = Code::parse(&e.0).unwrap_or(Code::DurableValueLimit);
+        return ToolPlan::Mismatch(Error::bare(code));
+      }
     };
-    let mut c = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = self.cursor();
     if c.next < c.records.len() {
       let rec = c.records[c.next].clone();
-      if rec.path != path || rec.name != name || rec.effect != effect || rec.args_sha256 != digest {
-        let text = format!(
-          "cave_durable_tool_replay_mismatch:{}:{}",
-          rec.name, rec.tool_call_id
-        );
-        c.fatal.get_or_insert(text.clone());
-        return ToolPlan::Mismatch(text);
+      let id = &rec.identity;
+      if id.path != path || id.name != name || id.effect != effect || id.args_sha256 != digest {
+        let e = Error::tagged(Code::DurableToolReplayMismatch, &[&id.name, &id.tool_call_id]);
+        return ToolPlan::Mismatch(c.fail(e));
       }
       c.next += 1;
-      let identity = ToolIdentity {
-        path: rec.path.clone(),
-        tool_call_id: rec.tool_call_id.clone(),
-        name: rec.name.clone(),
-        effect: rec.effect.clone(),
-        args_sha256: rec.args_sha256.clone(),
-        idempotency_key: rec.idempotency_key.clone(),
-      };
       return match &rec.settled {
-        Some(s) if s["outcome"] == "threw" => {
-          let msg = s["error"]["message"]
-            .as_str()
-            .unwrap_or("tool failed")
-            .to_string();
-          ToolPlan::Replay(msg, true)
-        }
         Some(s) => {
-          let text = match &s["value"] {
-            Value::Object(v) if v.get("encoding") == Some(&json!("json")) => match &v["json"] {
-              Value::String(t) => t.clone(),
-              other => other.to_string(),
-            },
-            _ => "null".to_string(),
-          };
-          ToolPlan::Replay(text, false)
+          let (text, is_error) = s.replayed();
+          ToolPlan::Replay(text, is_error)
         }
-        None => ToolPlan::Redrive(identity),
+        None => ToolPlan::Redrive(rec.identity),
       };
     }
     if !c.open.insert((path.to_string(), tool_call_id.to_string())) {
-      // The provider reused a call id within one step (`cave_durable_tool_call_id_reused`).
-      let text = format!("cave_durable_tool_call_id_reused:{name}:{tool_call_id}");
-      c.fatal.get_or_insert(text.clone());
-      return ToolPlan::Mismatch(text);
+      // The provider reused a call id within one step.
+      let e = Error::tagged(Code::DurableToolCallIdReused, &[name, tool_call_id]);
+      return ToolPlan::Mismatch(c.fail(e));
     }
     let key = idempotency_key(&self.run_id, path, tool_call_id, name, &digest);
     ToolPlan::Fresh(ToolIdentity {
@@ -231,113 +250,102 @@ impl DurableRun {
   }
 
   /// A journal write failed mid-run: no further provider call may happen.
-  pub fn set_fatal(&self, message: String) {
-    self
-      .cursor
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
-      .fatal
-      .get_or_insert(message);
+  pub fn set_fatal(&self, error: Error) {
+    self.cursor().fail(error);
   }
 
-  pub fn fatal(&self) -> Option<String> {
-    self
-      .cursor
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
-      .fatal
-      .clone()
+  pub fn fatal(&self) -> Option<Error> {
+    self.cursor().fatal.clone()
   }
 
   /// The first record the attempt never reached, if any (`cave_durable_tool_replay_incomplete`).
-  pub fn incomplete(&self) -> Option<String> {
-    let c = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+  pub fn incomplete(&self) -> Option<Error> {
+    let c = self.cursor();
     c.records.get(c.next).map(|r| {
-      format!(
-        "cave_durable_tool_replay_incomplete:{}:{}",
-        r.name, r.tool_call_id
+      Error::tagged(
+        Code::DurableToolReplayIncomplete,
+        &[&r.identity.name, &r.identity.tool_call_id],
       )
     })
   }
 
   pub async fn tool_intent(&self, id: &ToolIdentity) -> Result<(), DurableError> {
-    self.emit_flush("tool_intent", Value::Object(id.fields())).await
+    self.emit_flush(&Record::ToolIntent(Cow::Borrowed(id))).await
   }
 
-  pub async fn tool_settled(
-    &self,
-    id: &ToolIdentity,
-    text: &str,
-    is_error: bool,
-  ) -> Result<(), DurableError> {
-    let mut fields = id.fields();
-    if is_error {
-      fields.insert("outcome".into(), json!("threw"));
-      fields.insert(
-        "error".into(),
-        json!({"name": "Error", "message": truncate_bytes(text, DURABLE_MAX_ERROR_MESSAGE_BYTES)}),
-      );
-    } else {
-      fields.insert("outcome".into(), json!("returned"));
-      fields.insert("value".into(), json!({"encoding": "json", "json": text}));
-    }
-    self.emit_flush("tool_settled", Value::Object(fields)).await
+  /// `tool_settled`: a returned call journals its result value as Pi sees it, in canonical JSON
+  /// (`{content: [{type: "text", text}], details}`); a thrown one its first message line.
+  pub async fn tool_settled(&self, id: &ToolIdentity, settled: Settled<'_>) -> Result<(), DurableError> {
+    let (outcome, value, error) = match settled {
+      Settled::Returned(result) => {
+        let value = serde_json::to_value(result).unwrap_or(Value::Null);
+        let canonical = canonical_json(&value)
+          .map_err(|e| Error::bare(Code::parse(&e.0).unwrap_or(Code::DurableValueLimit)))?;
+        let raw = serde_json::value::RawValue::from_string(canonical)
+          .map_err(|_| Error::coded(Code::DurableEventNotSerializable, "tool_settled"))?;
+        let value = SettledValue::Json {
+          json: Cow::Owned(raw),
+        };
+        ("returned", Some(json(&value)), None)
+      }
+      Settled::Threw(message) => {
+        let error = SettledError {
+          name: Cow::Borrowed("Error"),
+          message: Cow::Borrowed(truncate_bytes(message, DURABLE_MAX_ERROR_MESSAGE_BYTES)),
+        };
+        ("threw", None, Some(json(&error)))
+      }
+    };
+    self
+      .emit_flush(&Record::ToolSettled {
+        identity: Cow::Borrowed(id),
+        outcome: Cow::Borrowed(outcome),
+        value,
+        error,
+      })
+      .await
   }
 
   /// The `turn` checkpoint. It commits every journaled tool record before it, so it must not be
   /// written while a replayed attempt's unsettled record is still waiting for its call (the
   /// journal would read back as corrupt): the run fails with the first unreconciled record instead.
-  pub async fn turn(&self, messages: Vec<Value>) -> Result<(), DurableError> {
+  pub async fn turn(&self, messages: &[Message]) -> Result<(), DurableError> {
     {
-      let mut c = self.cursor.lock().unwrap_or_else(|e| e.into_inner());
+      let mut c = self.cursor();
       if let Some(r) = c.records[c.next..].iter().find(|r| r.settled.is_none()) {
-        let text = format!(
-          "cave_durable_tool_replay_incomplete:{}:{}",
-          r.name, r.tool_call_id
+        let e = Error::tagged(
+          Code::DurableToolReplayIncomplete,
+          &[&r.identity.name, &r.identity.tool_call_id],
         );
-        let text = c.fatal.get_or_insert(text).clone();
-        let code = text
-          .split(':')
-          .next()
-          .unwrap_or("cave_durable_tool_replay_incomplete")
-          .to_string();
-        return Err(DurableError::new(code, text));
+        return Err(c.fail(e));
       }
       c.open.clear();
     }
-    self.emit_flush("turn", json!({"messages": messages})).await
+    self
+      .emit_flush(&Record::Turn {
+        messages: json(messages),
+      })
+      .await
   }
 
-  pub async fn completed(&self, result: &Value) -> Result<(), DurableError> {
-    self.emit_flush("run_completed", json!({"result": result})).await
+  pub async fn completed(&self, result: &RunOutput) -> Result<(), DurableError> {
+    self
+      .emit_flush(&Record::RunCompleted {
+        result: json(result),
+        conversation: None,
+      })
+      .await
   }
 
-  pub async fn failed(&self, code: &str, message: &str, receipt: &Value) -> Result<(), DurableError> {
-    let fields = json!({
-      "code": truncate_bytes(code, DURABLE_MAX_CODE_BYTES),
-      "message": truncate_bytes(message, DURABLE_MAX_ERROR_MESSAGE_BYTES),
-      "receipt": receipt
-    });
-    self.emit_flush("run_failed", fields).await
+  pub async fn failed(&self, code: &str, message: &str, receipt: &ReceiptOut) -> Result<(), DurableError> {
+    self
+      .emit_flush(&Record::RunFailed {
+        code: Cow::Borrowed(truncate_bytes(code, DURABLE_MAX_CODE_BYTES)),
+        message: Cow::Borrowed(truncate_bytes(message, DURABLE_MAX_ERROR_MESSAGE_BYTES)),
+        receipt: json(receipt),
+      })
+      .await
   }
-}
-
-/// The reference's coarse `errorCode()`.
-pub fn error_code(message: &str) -> &'static str {
-  for code in [
-    "cave_cache_prefix_drift",
-    "cave_tool_policy_failed",
-    "cave_tool_policy_decision_invalid",
-    "cave_tool_policy_reason_invalid",
-  ] {
-    if message.starts_with(code) {
-      return code;
-    }
-  }
-  if message.contains("credential") {
-    return "cave_provider_credentials";
-  }
-  "cave_agent_run_failed"
 }
 
 #[cfg(test)]
@@ -348,6 +356,7 @@ mod tests {
   use super::*;
   use crate::durable::store::{DiskStore, DurableStore};
   use crate::exec::BoxFuture;
+  use crate::kernel::message::{Part, TextPart, ToolResultDetails};
 
   /// The disk store, counting appends; `fail_from` makes the n-th append and later ones fail.
   struct Counting {
@@ -363,7 +372,7 @@ mod tests {
     fn append(&self, run_id: &str, data: String) -> BoxFuture<Result<(), DurableError>> {
       let n = self.appends.fetch_add(1, Ordering::SeqCst) + 1;
       if n >= self.fail_from {
-        return Box::pin(async { Err(DurableError::coded("cave_durable_store_failed", "disk full")) });
+        return Box::pin(async { Err(DurableError::coded(Code::DurableStoreFailed, "disk full")) });
       }
       self.inner.append(run_id, data)
     }
@@ -382,7 +391,7 @@ mod tests {
   }
 
   fn identity(i: usize) -> ToolIdentity {
-    let digest = args_sha256(&json!({"q": i})).unwrap();
+    let digest = args_sha256(&serde_json::json!({"q": i})).unwrap();
     ToolIdentity {
       path: String::new(),
       tool_call_id: format!("c{i}"),
@@ -404,10 +413,36 @@ mod tests {
     (dir, store, DurableRun::new("r1", journal, Vec::new(), false))
   }
 
+  fn call() -> ReceiptCall {
+    ReceiptCall {
+      provider: "anthropic".into(),
+      model: "faux-1".into(),
+      input_tokens: 1,
+      output_tokens: 1,
+      cache_read_tokens: 0,
+      cache_write_tokens: 0,
+      reasoning_tokens: 0,
+      estimated_usd: 0.0,
+      unpriced: true,
+      usage_basis: "provider_reported",
+      clamped_output_tokens: Some(3),
+    }
+  }
+
+  fn ok() -> ToolResultValue {
+    ToolResultValue {
+      content: vec![Part::Text(TextPart::new("ok"))],
+      details: ToolResultDetails::Produced {
+        effect: "read".into(),
+        result_policy: "auto".into(),
+      },
+    }
+  }
+
   #[tokio::test]
   async fn concurrent_events_of_one_step_share_one_append() {
     let (_dir, store, run) = run_with(usize::MAX);
-    run.call_settled("", json!({}), 0.0).await.unwrap();
+    run.call_settled("", &call(), 0.0).unwrap();
     // A parallel batch: every intent is durable before its tool runs, all in one append.
     let ids: Vec<ToolIdentity> = (0..6).map(identity).collect();
     let results = futures::future::join_all(ids.iter().map(|id| run.tool_intent(id))).await;
@@ -419,13 +454,30 @@ mod tests {
     );
     let lines = store.inner.load_sync("r1").unwrap();
     assert_eq!(lines.len(), 7);
+    assert!(
+      !lines[0].contains("clampedOutputTokens") && lines[0].contains("\"usageBasis\":\"provider_reported\""),
+      "{}",
+      lines[0]
+    );
     // Settlements: in order, each durable when its call returns.
-    let settled = futures::future::join_all(ids.iter().map(|id| run.tool_settled(id, "ok", false))).await;
+    let value = ok();
+    let settled = futures::future::join_all(
+      ids
+        .iter()
+        .map(|id| run.tool_settled(id, Settled::Returned(&value))),
+    )
+    .await;
     assert!(settled.iter().all(Result::is_ok));
-    assert_eq!(store.inner.load_sync("r1").unwrap().len(), 13);
+    let lines = store.inner.load_sync("r1").unwrap();
+    assert_eq!(lines.len(), 13);
+    assert!(
+      lines[7].ends_with(r#""outcome":"returned","value":{"encoding":"json","json":{"content":[{"text":"ok","type":"text"}],"details":{"effect":"read","resultPolicy":"auto"}}}}"#),
+      "{}",
+      lines[7]
+    );
     assert!(store.appends.load(Ordering::SeqCst) <= 3);
     // A lone event still gets its own append.
-    run.turn(vec![]).await.unwrap();
+    run.turn(&[]).await.unwrap();
     assert_eq!(store.inner.load_sync("r1").unwrap().len(), 14);
   }
 
@@ -440,7 +492,7 @@ mod tests {
       .is_err_and(|e| e.message == "cave_durable_store_failed: disk full")));
     let appends = store.appends.load(Ordering::SeqCst);
     assert_eq!(
-      run.turn(vec![]).await.unwrap_err().message,
+      run.turn(&[]).await.unwrap_err().message,
       "cave_durable_store_failed: disk full"
     );
     assert_eq!(
@@ -452,6 +504,23 @@ mod tests {
       store.inner.load_sync("r1").unwrap().len(),
       1,
       "only what was acknowledged"
+    );
+  }
+
+  #[tokio::test]
+  async fn thrown_settlements_journal_the_first_line_only() {
+    let (_dir, store, run) = run_with(usize::MAX);
+    let id = identity(0);
+    run.tool_intent(&id).await.unwrap();
+    run
+      .tool_settled(&id, Settled::Threw("boom\nstack line"))
+      .await
+      .unwrap();
+    let lines = store.inner.load_sync("r1").unwrap();
+    assert!(
+      lines[1].ends_with(r#""outcome":"threw","error":{"name":"Error","message":"boom"}}"#),
+      "{}",
+      lines[1]
     );
   }
 }

@@ -2,19 +2,27 @@
 //! supplies the model transport, user tools, the policy and the event sink; native shell tools
 //! run here with no round trip through JS.
 
+mod accounting;
+mod admission;
+mod breakers;
 pub mod budget;
+pub mod event;
+mod execute;
 pub mod host;
 mod journaling;
+mod level;
+pub mod local;
+pub mod message;
 pub mod receipt;
+pub mod result;
 mod run;
 pub mod schema;
 pub mod spec;
 pub mod stats;
+mod transcript;
 
-pub use journaling::error_code;
-pub use run::{
-  definition_sha256, run_agent, system_prompt, tool_schemas, DurableSetup, Prepared, RunFailure,
-};
+pub use result::{RunFailure, RunOutput};
+pub use run::{definition_sha256, run_agent, system_prompt, tool_schemas, DurableSetup, Prepared};
 
 #[cfg(test)]
 mod tests;

@@ -69,12 +69,28 @@ pub struct Receipt {
   pub unpriced: bool,
   pub calls: Vec<ReceiptCall>,
   pub tools: Vec<ReceiptTool>,
-  pub subagents: Vec<Value>,
+  /// Each subagent call's own receipt.
+  pub subagents: Vec<Receipt>,
   pub tranches: Vec<Value>,
   pub breakers: Vec<BreakerEvent>,
   pub compactions: Vec<Value>,
   #[serde(skip_serializing_if = "Option::is_none")]
-  pub resume: Option<Value>,
+  pub resume: Option<ReceiptResume>,
+}
+
+/// `receipt.resume` of a resumed durable run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReceiptResume {
+  pub attempts: u64,
+  pub prior_calls: u64,
+  pub prior_estimated_usd: f64,
+  pub prior_tokens: u64,
+  pub prior_unpriced: bool,
+  pub possible_double_count_calls: u64,
+  pub discarded_partial_turn: bool,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub prior_settled: Option<f64>,
 }
 
 impl Receipt {
@@ -133,5 +149,19 @@ impl Receipt {
 
   pub fn to_value(&self) -> Value {
     serde_json::to_value(self).unwrap_or(Value::Null)
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn an_empty_receipt_has_the_references_keys_in_order() {
+    let text = serde_json::to_string(&Receipt::new("r1", "a")).unwrap();
+    assert_eq!(
+      text,
+      r#"{"schema":"caveman.agent.run-receipt.v1","runId":"r1","agentId":"a","basis":"estimated_list_price_subtotal","claimBasis":"inferred","stopReason":"complete","denomination":"none","capBreached":false,"overspent":0.0,"totalEstimatedUsd":0.0,"totalTokens":0,"unpriced":false,"calls":[],"tools":[],"subagents":[],"tranches":[],"breakers":[],"compactions":[]}"#
+    );
   }
 }

@@ -4,6 +4,8 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::message::{Message, UserContent};
+use crate::code::{Code, Error};
 use crate::limits::*;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -124,7 +126,7 @@ pub struct Breakers {
   pub max_tool_calls_per_turn: u32,
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunOptionsSpec {
   pub run_id: String,
@@ -135,33 +137,18 @@ pub struct RunOptionsSpec {
   pub budget: Option<BudgetSpec>,
   pub breakers: Option<BreakerSpec>,
   pub max_cost_usd: Option<f64>,
-  #[serde(default)]
-  pub has_policy: bool,
   /// `run()` reads only the terminal event: skip the `{type:"pi"}` events (and building them).
   #[serde(default)]
   pub quiet: bool,
   /// The user message's content parts (`[{type:"text",text}]`, images).
-  pub input: Value,
+  pub input: UserContent,
   /// A `Conversation`'s earlier messages: the transcript this run continues.
   #[serde(default)]
-  pub history: Vec<Value>,
+  pub history: Vec<Message>,
 }
 
 /// An option error: thrown as a plain `Error` before the run starts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OptionError {
-  pub code: String,
-  pub message: String,
-}
-
-impl OptionError {
-  fn new(code: &str, detail: &str) -> Self {
-    Self {
-      code: code.into(),
-      message: format!("{code}: {detail}"),
-    }
-  }
-}
+pub type OptionError = Error;
 
 /// Run options after validation.
 #[derive(Debug, Clone)]
@@ -173,13 +160,13 @@ pub struct RunLimits {
   pub breakers: Option<Breakers>,
 }
 
-fn positive_int(v: Option<f64>, default: u32, code: &str, max: f64) -> Result<u32, OptionError> {
+fn positive_int(v: Option<f64>, default: u32, code: Code, max: f64) -> Result<u32, OptionError> {
   match v {
     None => Ok(default),
     Some(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 && f <= max => Ok(f as u32),
-    Some(f) => Err(OptionError::new(
+    Some(f) => Err(OptionError::coded(
       code,
-      &format!("expected a positive integer, got {f}"),
+      format!("expected a positive integer, got {f}"),
     )),
   }
 }
@@ -189,21 +176,21 @@ impl RunOptionsSpec {
     let max_model_calls = positive_int(
       self.max_model_calls,
       DEFAULT_MAX_MODEL_CALLS,
-      "cave_max_model_calls_invalid",
+      Code::MaxModelCallsInvalid,
       u32::MAX as f64,
     )?;
     let max_tool_calls = positive_int(
       self.max_tool_calls,
       DEFAULT_MAX_TOOL_CALLS,
-      "cave_max_tool_calls_invalid",
+      Code::MaxToolCallsInvalid,
       u32::MAX as f64,
     )?;
     let deadline_ms = match self.deadline_ms {
       None => None,
       Some(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 && f <= MAX_SAFE_INTEGER => Some(f as u64),
       Some(f) => {
-        return Err(OptionError::new(
-          "cave_run_deadline_invalid",
+        return Err(OptionError::coded(
+          Code::RunDeadlineInvalid,
           &format!("deadlineMs must be a positive safe integer, got {f}"),
         ))
       }
@@ -211,17 +198,16 @@ impl RunOptionsSpec {
     let max_subagent_depth = positive_int(
       self.max_subagent_depth,
       DEFAULT_SUBAGENT_DEPTH,
-      "cave_subagent_depth_limit_invalid",
+      Code::SubagentDepthLimitInvalid,
       ABSOLUTE_SUBAGENT_DEPTH_LIMIT as f64,
     )?;
     let breakers = match &self.breakers {
       None => None,
       Some(b) => {
-        let t =
-          |v: Option<f64>, d: u32| positive_int(v, d, "cave_breaker_threshold_invalid", u32::MAX as f64);
+        let t = |v: Option<f64>, d: u32| positive_int(v, d, Code::BreakerThresholdInvalid, u32::MAX as f64);
         if b.retry.is_some() && self.budget.is_none() {
-          return Err(OptionError::new(
-            "cave_breaker_retry_requires_budget",
+          return Err(OptionError::coded(
+            Code::BreakerRetryRequiresBudget,
             "breakers.retry needs a budget",
           ));
         }
@@ -234,17 +220,17 @@ impl RunOptionsSpec {
       }
     };
     if self.budget.is_some() && self.max_cost_usd.is_some() {
-      return Err(OptionError::new(
-        "cave_budget_conflicting_cap",
+      return Err(OptionError::coded(
+        Code::BudgetConflictingCap,
         "budget and maxCostUsd cannot be combined",
       ));
     }
     if let Some(m) = self.max_cost_usd {
       if !(m.is_finite() && m > 0.0) {
-        return Err(OptionError {
-          code: "cave_agent_definition_invalid".into(),
-          message: "caveman agent: run maxCostUsd must be positive".into(),
-        });
+        return Err(OptionError::new(
+          Code::AgentDefinitionInvalid,
+          "caveman agent: run maxCostUsd must be positive",
+        ));
       }
     }
     Ok(RunLimits {
@@ -270,23 +256,23 @@ impl RunOptionsSpec {
       (Some(m), None) if b.initial_tokens.is_none() => (Denomination::Usd, m, b.initial_usd),
       (None, Some(m)) if b.initial_usd.is_none() => (Denomination::Tokens, m, b.initial_tokens),
       _ => {
-        return Err(OptionError::new(
-          "cave_budget_denomination_ambiguous",
+        return Err(OptionError::coded(
+          Code::BudgetDenominationAmbiguous,
           "set exactly one of budget.maxUsd and budget.maxTokens",
         ))
       }
     };
     let tokens = denom == Denomination::Tokens;
     if !(max.is_finite() && max > 0.0) || (tokens && (max.fract() != 0.0 || max > MAX_SAFE_INTEGER)) {
-      return Err(OptionError::new(
-        "cave_budget_max_invalid",
+      return Err(OptionError::coded(
+        Code::BudgetMaxInvalid,
         &format!("budget max must be positive, got {max}"),
       ));
     }
     if let Some(i) = initial {
       if !(i.is_finite() && i > 0.0 && i <= max) || (tokens && i.fract() != 0.0) {
-        return Err(OptionError::new(
-          "cave_budget_initial_invalid",
+        return Err(OptionError::coded(
+          Code::BudgetInitialInvalid,
           &format!("budget initial must be positive and at most max, got {i}"),
         ));
       }
@@ -295,16 +281,16 @@ impl RunOptionsSpec {
       None => None,
       Some(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 => Some(f as u64),
       Some(f) => {
-        return Err(OptionError::new(
-          "cave_budget_output_floor_invalid",
+        return Err(OptionError::coded(
+          Code::BudgetOutputFloorInvalid,
           &format!("outputFloorTokens must be a positive integer, got {f}"),
         ))
       }
     };
     if let Some(o) = &b.on_exhausted {
       if o != "compact" && o != "stop" {
-        return Err(OptionError::new(
-          "cave_budget_on_exhausted_invalid",
+        return Err(OptionError::coded(
+          Code::BudgetOnExhaustedInvalid,
           &format!("onExhausted must be \"compact\" or \"stop\", got {o:?}"),
         ));
       }

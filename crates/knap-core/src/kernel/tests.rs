@@ -1,23 +1,34 @@
 //! Kernel tests with a fake host: a scripted model, fake tools and a fake policy (no Node).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::host::{Host, HostToolCall, ModelCall};
+use super::event::RunEvent;
+use super::host::{Host, HostError, HostToolCall, ModelCall};
+use super::message::AssistantMessage;
 use super::spec::{AgentSpec, RunOptionsSpec};
 use super::{run_agent, Prepared, RunFailure};
 use crate::exec::BoxFuture;
 use crate::policy::{PolicyAnswer, PolicyInput, ToolPolicy};
 use crate::tools::{ShellTools, ShellToolsConfig};
 
+/// A provider call as a host's transcript mirror sees it: `append` holds the assistant message
+/// the previous call returned (the host keeps it) and then what the kernel sent.
+struct Call {
+  append: Vec<Value>,
+  system_prompt: Option<String>,
+}
+
 #[derive(Default)]
 struct FakeHost {
   turns: Mutex<VecDeque<Value>>,
-  calls: Mutex<Vec<ModelCall>>,
-  events: Mutex<Vec<Value>>,
+  calls: Mutex<Vec<Call>>,
+  /// Per conversation, the assistant message the last call returned.
+  replied: Mutex<HashMap<u64, Value>>,
+  events: Mutex<Vec<RunEvent>>,
   tool_log: Mutex<Vec<String>>,
   durable_log: Mutex<Vec<Option<(String, bool)>>>,
   policy: Option<Arc<dyn ToolPolicy>>,
@@ -38,9 +49,9 @@ impl FakeHost {
       .lock()
       .unwrap()
       .iter()
-      .map(|e| match e["type"].as_str().unwrap() {
-        "pi" => format!("pi:{}", e["event"]["type"].as_str().unwrap()),
-        t => t.to_string(),
+      .map(|e| match e {
+        RunEvent::Pi { event, .. } => format!("pi:{}", event.kind()),
+        other => other.kind().to_string(),
       })
       .collect()
   }
@@ -63,27 +74,43 @@ fn turn(text: &str, calls: &[(&str, Value)]) -> Value {
 }
 
 impl Host for FakeHost {
-  fn emit(&self, event: Value) {
+  fn emit(&self, event: RunEvent) {
     self.events.lock().unwrap().push(event);
   }
 
-  fn model_call(&self, call: ModelCall) -> BoxFuture<Result<Value, String>> {
-    self.calls.lock().unwrap().push(call);
+  fn model_call(&self, call: ModelCall) -> BoxFuture<Result<AssistantMessage, HostError>> {
+    let mut replied = self.replied.lock().unwrap();
+    let mut append: Vec<Value> = replied.remove(&call.conversation).into_iter().collect();
+    append.extend(call.append.iter().map(|m| serde_json::to_value(m).unwrap()));
+    self.calls.lock().unwrap().push(Call {
+      append,
+      system_prompt: call.system_prompt.clone(),
+    });
     let next = self.turns.lock().unwrap().pop_front();
-    Box::pin(async move { next.ok_or_else(|| "cave_testing_script_exhausted: no more turns".to_string()) })
+    if let Some(m) = &next {
+      replied.insert(call.conversation, m.clone());
+    }
+    let reply = next
+      .map(|m| serde_json::from_value::<AssistantMessage>(m).expect("a scripted assistant message"))
+      .ok_or_else(|| HostError::new("cave_testing_script_exhausted: no more turns"));
+    Box::pin(async move { reply })
   }
 
-  fn tool_call(&self, call: HostToolCall) -> BoxFuture<Result<String, String>> {
+  fn tool_call(&self, call: HostToolCall) -> BoxFuture<Result<String, HostError>> {
     self
       .tool_log
       .lock()
       .unwrap()
       .push(format!("{}:{}", call.key, call.args));
-    self.durable_log.lock().unwrap().push(call.durable.clone());
+    self
+      .durable_log
+      .lock()
+      .unwrap()
+      .push(call.durable.clone().map(|d| (d.idempotency_key, d.resumed)));
     Box::pin(async move {
       match call.key {
         0 => Ok(format!("echo {}", call.args["q"].as_str().unwrap_or_default())),
-        1 => Err("tool exploded".to_string()),
+        1 => Err(HostError::new("tool exploded")),
         _ => {
           tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
           Ok("late".into())
@@ -102,6 +129,26 @@ impl Host for FakeHost {
 
   fn native_toolset(&self, _id: u32) -> Option<Arc<ShellTools>> {
     self.toolset.clone()
+  }
+}
+
+/// A run failure as the tests read it.
+#[derive(Debug)]
+struct Failure {
+  message: String,
+  receipt: Value,
+  code: Option<String>,
+  pre_run: bool,
+}
+
+impl From<RunFailure> for Failure {
+  fn from(f: RunFailure) -> Self {
+    Self {
+      message: f.error.message.clone(),
+      receipt: serde_json::to_value(&f.receipt).unwrap(),
+      code: Some(f.code.as_str().to_string()),
+      pre_run: f.pre_run,
+    }
   }
 }
 
@@ -154,7 +201,7 @@ fn options(extra: Value) -> RunOptionsSpec {
   serde_json::from_value(o).unwrap()
 }
 
-async fn go(host: Arc<FakeHost>, agent: AgentSpec, opts: RunOptionsSpec) -> Result<Value, RunFailure> {
+async fn go(host: Arc<FakeHost>, agent: AgentSpec, opts: RunOptionsSpec) -> Result<Value, Failure> {
   run_agent(
     host,
     agent,
@@ -163,6 +210,8 @@ async fn go(host: Arc<FakeHost>, agent: AgentSpec, opts: RunOptionsSpec) -> Resu
     None,
   )
   .await
+  .map(|r| r.to_value())
+  .map_err(Failure::from)
 }
 
 #[tokio::test]
@@ -552,6 +601,7 @@ async fn abort_stops_before_the_next_call() {
     None,
   )
   .await
+  .map_err(Failure::from)
   .unwrap_err();
   assert!(e.message.starts_with("cave_run_aborted"));
   assert!(host.calls.lock().unwrap().is_empty());
@@ -572,11 +622,7 @@ mod durable {
     }
   }
 
-  async fn go_durable(
-    host: Arc<FakeHost>,
-    a: AgentSpec,
-    store: &Arc<DiskStore>,
-  ) -> Result<Value, RunFailure> {
+  async fn go_durable(host: Arc<FakeHost>, a: AgentSpec, store: &Arc<DiskStore>) -> Result<Value, Failure> {
     let s = setup(store, &a);
     run_agent(
       host,
@@ -586,6 +632,8 @@ mod durable {
       Some(s),
     )
     .await
+    .map(|r| r.to_value())
+    .map_err(Failure::from)
   }
 
   fn journal(store: &DiskStore) -> Vec<Value> {
@@ -869,6 +917,7 @@ mod durable {
       Some(s),
     )
     .await
+    .map_err(Failure::from)
     .unwrap_err();
     assert!(e.message.starts_with("cave_durable_input_mismatch"));
     // A corrupted middle line: a clear error, and the journal is left as it was.

@@ -1,0 +1,237 @@
+//! Executing one admitted tool call: a native tool inside Rust, a host (JS) tool through the
+//! host, a subagent as a child run; the result-size rules; journaling around the call on a
+//! durable run.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::accounting::ChildReport;
+use super::host::{DurableContext, HostToolCall};
+use super::journaling::{DurableRun, Settled};
+use super::level::Level;
+use super::message::{Part, TextPart, ToolResultDetails, ToolResultValue, UserContent};
+use super::run::Shared;
+use super::schema::validate;
+use super::spec::{ToolRuntime, ToolSpec};
+use crate::code::{Code, Error};
+use crate::durable::canonical::child_path;
+use crate::durable::record::ToolIdentity;
+use crate::limits::{INLINE_TOOL_RESULT_MAX_BYTES, TOOL_RESULT_MAX_BYTES};
+
+/// What executing one tool call produced.
+pub(super) struct Executed {
+  pub text: String,
+  pub is_error: bool,
+  pub child: Option<ChildReport>,
+}
+
+impl Executed {
+  pub fn error(text: impl Into<String>) -> Self {
+    Self {
+      text: text.into(),
+      is_error: true,
+      child: None,
+    }
+  }
+
+  fn failed(e: Error) -> Self {
+    Self::error(e.message)
+  }
+
+  /// The tool result Pi builds for this outcome.
+  pub fn result_value(&self, tool: Option<&ToolSpec>) -> ToolResultValue {
+    let details = match (self.is_error, tool) {
+      (false, Some(t)) => ToolResultDetails::Produced {
+        effect: t.effect.clone(),
+        result_policy: t.result.clone(),
+      },
+      (false, None) => ToolResultDetails::Produced {
+        effect: String::new(),
+        result_policy: "auto".into(),
+      },
+      (true, _) => ToolResultDetails::Error {},
+    };
+    ToolResultValue {
+      content: vec![Part::Text(TextPart::new(self.text.clone()))],
+      details,
+    }
+  }
+}
+
+/// Where a call runs from: the calling agent run's identity.
+pub(super) struct ExecContext {
+  pub shared: Arc<Shared>,
+  pub agent_path: Vec<String>,
+  /// The calling level's durable path.
+  pub path: String,
+  pub depth: u32,
+  /// `context.durable` for the tool.
+  pub durable: Option<DurableContext>,
+}
+
+/// Journals the intent (unless re-driving a recorded one), runs the call, journals the outcome.
+pub(super) async fn execute_journaled(
+  ctx: ExecContext,
+  tool: ToolSpec,
+  args: Value,
+  identity: ToolIdentity,
+  wallet: Option<super::budget::Meter>,
+  durable: Arc<DurableRun>,
+  write_intent: bool,
+) -> Executed {
+  if write_intent {
+    if let Err(e) = durable.tool_intent(&identity).await {
+      durable.set_fatal(e.clone());
+      return Executed::failed(e);
+    }
+  }
+  let out = execute(ctx, &tool, args, identity.tool_call_id.clone(), wallet).await;
+  let value;
+  let settled = if out.is_error {
+    Settled::Threw(&out.text)
+  } else {
+    value = out.result_value(Some(&tool));
+    Settled::Returned(&value)
+  };
+  if let Err(e) = durable.tool_settled(&identity, settled).await {
+    durable.set_fatal(e.clone());
+    return Executed {
+      text: e.message,
+      is_error: true,
+      child: out.child,
+    };
+  }
+  out
+}
+
+/// Executes one admitted call. Never fails: errors become error results the model reads.
+pub(super) async fn execute(
+  ctx: ExecContext,
+  tool: &ToolSpec,
+  args: Value,
+  tool_call_id: String,
+  wallet: Option<super::budget::Meter>,
+) -> Executed {
+  let timeout = Duration::from_millis(tool.timeout_ms.max(1));
+  match &tool.runtime {
+    ToolRuntime::Native {
+      toolset,
+      has_on_output,
+    } => {
+      let Some(tools) = ctx.shared.host.native_toolset(*toolset) else {
+        return Executed::failed(Error::coded(
+          Code::ToolDefinitionInvalid,
+          format!("native tool set {toolset} is gone"),
+        ));
+      };
+      let token = ctx.shared.cancel.child_token();
+      match tokio::time::timeout(timeout, tools.execute(&tool.name, &args, token.clone())).await {
+        Err(_) => {
+          token.cancel();
+          Executed::failed(Error::bare(Code::ToolTimeout))
+        }
+        Ok(Err(e)) => Executed::error(e.message),
+        Ok(Ok(out)) => {
+          if let (true, Some(label)) = (*has_on_output, &out.label) {
+            ctx.shared.host.on_output(*toolset, label, &out.text);
+          }
+          settle_text(tool, out.text)
+        }
+      }
+    }
+    ToolRuntime::Host { key } => {
+      let call_id = ctx.shared.next_call.fetch_add(1, Ordering::Relaxed);
+      let call = HostToolCall {
+        call_id,
+        key: *key,
+        args,
+        parent_tool_call_id: tool_call_id.clone(),
+        tool_call_id,
+        durable: ctx.durable.clone(),
+        composite: false,
+      };
+      match tokio::time::timeout(timeout, ctx.shared.host.tool_call(call)).await {
+        Err(_) => {
+          ctx.shared.host.abort_tool(call_id);
+          Executed::failed(Error::bare(Code::ToolTimeout))
+        }
+        Ok(Err(e)) => Executed::error(e.message),
+        Ok(Ok(text)) => {
+          if let Some(schema) = &tool.output {
+            let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text.clone()));
+            if !validate(schema, &value).is_empty() {
+              return Executed::failed(Error::tagged(Code::ToolOutputSchemaMismatch, &[&tool.name]));
+            }
+          }
+          settle_text(tool, text)
+        }
+      }
+    }
+    ToolRuntime::Subagent {
+      agent,
+      max_context_tokens,
+      ..
+    } => {
+      let task = args.get("task").and_then(Value::as_str).unwrap_or_default();
+      if (task.len() as u64).div_ceil(4) > *max_context_tokens {
+        return Executed::failed(Error::bare(Code::SubagentContextBudget));
+      }
+      let mut agent_path = ctx.agent_path.clone();
+      agent_path.push(tool.name.clone());
+      let path = child_path(&ctx.path, &tool.name, &tool_call_id);
+      let level = Level::new(
+        ctx.shared.clone(),
+        Arc::new((**agent).clone()),
+        uuid::Uuid::new_v4().to_string(),
+        agent_path,
+        path,
+        ctx.depth + 1,
+        wallet,
+        false,
+      );
+      let input = UserContent::Parts(vec![Part::Text(TextPart::new(task))]);
+      match level.run(input, Instant::now()).await {
+        Err(f) => Executed {
+          text: f.error.message,
+          is_error: true,
+          child: f.receipt.into_built().map(|r| ChildReport::of(r, None)),
+        },
+        Ok(result) => {
+          let text = serde_json::json!({
+            "text": result.text, "agent_id": result.agent_id, "usage_basis": result.usage_basis,
+            "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
+            "cost_usd": result.cost_usd, "stop_reason": result.stop_reason, "claim_basis": "inferred"
+          })
+          .to_string();
+          let receipt = result.receipt.clone();
+          Executed {
+            text,
+            is_error: false,
+            child: Some(ChildReport::of(receipt, Some(&result))),
+          }
+        }
+      }
+    }
+  }
+}
+
+/// Result-size rules of `toPiTool` / `settleToolOutput`.
+fn settle_text(tool: &ToolSpec, text: String) -> Executed {
+  if text.len() > TOOL_RESULT_MAX_BYTES {
+    return Executed::failed(Error::tagged(Code::ToolResultLimit, &[&tool.name]));
+  }
+  if text.len() > INLINE_TOOL_RESULT_MAX_BYTES {
+    return Executed::failed(Error::bare(match tool.result.as_str() {
+      "inline" => Code::ToolResultInlineLimit,
+      _ => Code::ToolResultRequiresRecovery,
+    }));
+  }
+  Executed {
+    text,
+    is_error: false,
+    child: None,
+  }
+}

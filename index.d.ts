@@ -30,6 +30,20 @@ export declare class NativeAgentTools {
   absolute(path: string): string | null
 }
 
+export declare class NativeCommandSessionRuntime {
+  /** Throws `command_session_<name>_invalid` (and the spill codes) with that code. */
+  constructor(optionsJson: string)
+  /** `start(options)`; `signal` kills the session whenever it fires. */
+  start(optionsJson: string, signal?: CancelToken | undefined | null): Promise<string>
+  /** `list()`: summaries in start order (a lock, no waiting). */
+  list(): string
+  read(optionsJson: string, signal?: CancelToken | undefined | null): Promise<string>
+  write(optionsJson: string, signal?: CancelToken | undefined | null): Promise<string>
+  /** `kill(id)` with the id as JSON (any value; a malformed one is `command_session_id_invalid`). */
+  kill(idJson: string): Promise<string>
+  close(): Promise<void>
+}
+
 export declare class NativeDiskStore {
   constructor(root: string)
   get root(): string
@@ -120,7 +134,7 @@ export declare class NativeSandbox {
 
 export declare class NativeShellTools {
   /** Throws `cave_shell_tool_unknown:<name>` / `cave_shell_tool_duplicate:<name>` with that code. */
-  constructor(options: BindingShellToolsOptions, backend?: NativeExecutionBackend | undefined | null)
+  constructor(options: BindingShellToolsOptions, backend?: NativeExecutionBackend | undefined | null, sessions?: NativeCommandSessionRuntime | undefined | null)
   /** The id the kernel uses to run these tools natively. */
   get id(): number
   specs(): Array<BindingToolSpec>

@@ -60,95 +60,21 @@ export declare function capOutput(text: string, maxBytes: number): string;
 
 // ---------- command sessions ----------
 
-export type CommandSessionState = "running" | "exited" | "timed_out" | "killed" | "unknown_after_restart";
-export interface CommandSessionSpillOptions {
-  /** An existing absolute directory. */
-  directory: string;
-  /** Extra bytes kept per session on disk. */
-  maxBytes: number;
-}
-export interface CommandSessionRuntimeOptions {
-  maxSessions?: number;
-  maxOutputBytes?: number;
-  maxReadBytes?: number;
-  maxInputBytes?: number;
-  maxTimeoutMs?: number;
-  maxWaitMs?: number;
-  spill?: CommandSessionSpillOptions;
-}
-export interface CommandSessionStartOptions {
-  command: string;
-  args?: readonly string[];
-  /** Absolute. */
-  cwd: string;
-  /** Exactly the environment the process gets. */
-  env: Readonly<Record<string, string>>;
-  stdin?: "pipe" | "closed";
-  timeoutMs: number;
-  signal?: AbortSignal;
-}
-export interface CommandSessionStartResult {
-  sessionId: string;
-  state: "running";
-}
-export interface CommandSessionReadOptions {
-  sessionId: string;
-  cursor?: number;
-  query?: string;
-  limit?: number;
-  waitMs?: number;
-  signal?: AbortSignal;
-}
-export interface CommandSessionReadResult {
-  sessionId: string;
-  state: CommandSessionState;
-  cursor: number;
-  outputStart: number;
-  nextCursor: number;
-  outputEncoding: "utf8" | "base64";
-  output: string;
-  availableFrom: number;
-  availableTo: number;
-  truncatedBeforeCursor: boolean;
-  hasMore: boolean;
-  matchStart?: number | null;
-  exitCode: number | null;
-  exitSignal: string | null;
-  spawnError?: string;
-}
-export interface CommandSessionWriteOptions {
-  sessionId: string;
-  input: string;
-  closeStdin?: boolean;
-  signal?: AbortSignal;
-}
-export interface CommandSessionWriteResult {
-  sessionId: string;
-  state: CommandSessionState;
-  accepted: boolean;
-  bytes: number;
-  outputCursor: number;
-}
-export interface CommandSessionSummary {
-  sessionId: string;
-  state: CommandSessionState;
-  availableFrom: number;
-  availableTo: number;
-  stdinOpen: boolean;
-  exitCode: number | null;
-  exitSignal: string | null;
-  spawnError?: string;
-}
-export interface CommandSessionRuntime {
-  start(options: CommandSessionStartOptions): Promise<CommandSessionStartResult>;
-  list(): readonly CommandSessionSummary[];
-  read(options: CommandSessionReadOptions): Promise<CommandSessionReadResult>;
-  write(options: CommandSessionWriteOptions): Promise<CommandSessionWriteResult>;
-  kill(sessionId: string): Promise<CommandSessionReadResult>;
-  close(): Promise<void>;
-}
-/** Interactive bash sessions (local backend only). */
-export declare function createCommandSessionRuntime(options?: CommandSessionRuntimeOptions): CommandSessionRuntime;
+import type { CommandSessionSpillOptions } from "./command-session.mjs";
+export type {
+  CommandSessionState,
+  CommandSessionSpillOptions,
+  CommandSessionRuntimeOptions,
+  CommandSessionStartOptions,
+  CommandSessionStartResult,
+  CommandSessionReadOptions,
+  CommandSessionReadResult,
+  CommandSessionWriteOptions,
+  CommandSessionWriteResult,
+  CommandSessionSummary,
+  CommandSessionRuntime,
+} from "./command-session.mjs";
+export { createCommandSessionRuntime } from "./command-session.mjs";
 
 // ---------- run controller ----------
 

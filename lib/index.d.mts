@@ -25,6 +25,8 @@ export interface ShellToolsOptions {
   tools?: readonly ShellToolName[];
   /** Raw byte caps per tool (defaults 24,000 / 16,000 / 24,000 / 2,000 / 2,000 / 24,000). */
   outputCaps?: Partial<Record<ShellToolName, number>>;
+  /** Interactive bash sessions (local backend only): a runtime from createCommandSessionRuntime(). */
+  commandSessions?: import("./command-session.mjs").CommandSessionRuntime;
   /** Observes capped outputs of read_file, grep and bash. */
   onOutput?: (label: string, text: string) => void;
 }

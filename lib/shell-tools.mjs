@@ -1,6 +1,7 @@
 // The six workspace tools and the tool-policy evaluator, as plain JS objects over the Rust engine.
 import { native, codedError, abortError, cancelTokenFor, rethrowNative, askPolicy, deepFreeze } from "./native.mjs";
 import { isLocalExecutionBackend, nativeBackendFor } from "./backends.mjs";
+import { nativeSessionsFor } from "./command-session.mjs";
 
 export const TOOL_POLICY_TIMEOUT_MS = native.TOOL_POLICY_TIMEOUT_MS;
 
@@ -23,9 +24,16 @@ export function shellTools(options) {
   }
   const backend = options.executionBackend;
   const local = isLocalBackend(backend);
+  let sessions;
   if (options.commandSessions !== undefined) {
     if (!local) throw codedError("cave_execution_backend_command_sessions_local_only");
-    throw codedError("cave_command_sessions_unsupported", "cave_command_sessions_unsupported: knap does not run interactive bash sessions yet");
+    sessions = nativeSessionsFor(options.commandSessions);
+    if (!sessions) {
+      throw codedError(
+        "cave_command_sessions_invalid",
+        "cave_command_sessions_invalid: commandSessions must be a runtime from createCommandSessionRuntime()",
+      );
+    }
   }
   const nativeBackend = backend === undefined ? undefined : nativeBackendFor(backend);
   const onOutput = typeof options.onOutput === "function" ? options.onOutput : undefined;
@@ -35,7 +43,7 @@ export function shellTools(options) {
       workspace: options.workspace,
       tools: options.tools === undefined ? undefined : Array.from(options.tools, String),
       outputCaps: options.outputCaps ?? undefined,
-    }, nativeBackend);
+    }, nativeBackend, sessions);
   } catch (error) {
     rethrowNative(error);
   }
@@ -54,7 +62,8 @@ export function shellTools(options) {
       try {
         result = await toolset.execute(name, json, token);
       } finally {
-        dispose();
+        // A bash session started by this call dies when the call's signal fires, however late.
+        if (!(sessions && name === "bash")) dispose();
       }
       if (!result.ok) {
         if (result.code === "ABORT_ERR") throw abortError(signal);

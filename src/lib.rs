@@ -4,6 +4,7 @@
 mod agent_tools;
 mod ai_sdk;
 mod catalog;
+mod command_session;
 mod durable;
 mod execution_backend;
 mod kernel;
@@ -16,6 +17,7 @@ mod surface;
 pub use agent_tools::*;
 pub use ai_sdk::*;
 pub use catalog::*;
+pub use command_session::*;
 pub use durable::*;
 pub use execution_backend::*;
 pub use kernel::*;

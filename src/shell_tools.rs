@@ -8,7 +8,7 @@ use knap_core::tools::{ShellTools, ShellToolsConfig};
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
 
-use crate::{coded_error, ErrorCode, NativeExecutionBackend};
+use crate::{coded_error, ErrorCode, NativeCommandSessionRuntime, NativeExecutionBackend};
 
 #[napi(object)]
 pub struct BindingShellToolsOptions {
@@ -120,11 +120,13 @@ impl NativeShellTools {
   pub fn new(
     options: BindingShellToolsOptions,
     backend: Option<&NativeExecutionBackend>,
+    sessions: Option<&NativeCommandSessionRuntime>,
   ) -> napi::Result<Self, ErrorCode> {
     let mut config = ShellToolsConfig::new(options.workspace);
     if let Some(backend) = backend {
       config.backend = backend.inner.clone();
     }
+    config.command_sessions = sessions.map(|s| s.inner.clone());
     config.tools = options.tools;
     config.output_caps = options.output_caps.unwrap_or_default().into_iter().collect();
     let inner = Arc::new(ShellTools::new(config).map_err(coded_error)?);

@@ -23,3 +23,17 @@ export async function backendsUsage(): Promise<void> {
   shellTools({ workspace: "/w", executionBackend: dockerBackend("c1") });
   shellTools({ workspace: "/w", executionBackend: httpExecutionBackend({ url: "https://x", token: "t" }) });
 }
+
+import { createCommandSessionRuntime } from "knap/command-session";
+import type { CommandSessionReadResult } from "knap/command-session";
+import { createCommandSessionRuntime as fromCode } from "knap/code";
+
+export async function sessionsUsage(): Promise<void> {
+  const sessions = createCommandSessionRuntime({ maxSessions: 8, maxOutputBytes: 4 * 1024 * 1024 });
+  const { sessionId } = await sessions.start({ command: "/bin/sh", args: ["-c", "cat"], cwd: "/tmp", env: {}, stdin: "pipe", timeoutMs: 1000 });
+  await sessions.write({ sessionId, input: "hi\n", closeStdin: true });
+  const page: CommandSessionReadResult = await sessions.read({ sessionId, query: "hi", waitMs: 100 });
+  console.log(page.matchStart, sessions.list()[0]?.stdinOpen, fromCode === createCommandSessionRuntime);
+  shellTools({ workspace: "/w", commandSessions: sessions });
+  await sessions.close();
+}

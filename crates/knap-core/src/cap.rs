@@ -15,6 +15,9 @@ pub enum Recovery<'a> {
   Store(&'a OutputStore),
   /// `read_tool_output` is not selected.
   NotExposed,
+  /// `read_tool_output` is not selected, and this text says how to get the rest (a bash
+  /// session's retained output).
+  Resume(String),
 }
 
 pub struct CapRequest<'a> {
@@ -56,18 +59,25 @@ impl<'a> CapRequest<'a> {
 /// `capToolOutput`: unchanged when it fits and is complete; otherwise a head or tail preview
 /// plus the marker, with the full text offered to the store.
 pub fn cap_tool_output(req: CapRequest<'_>) -> String {
+  cap_tool_output_from(req, None)
+}
+
+/// `capToolOutput` with the marker's source text given by the caller (a bash session's capture
+/// names the retained byte range).
+pub fn cap_tool_output_from(req: CapRequest<'_>, source: Option<&str>) -> String {
   let total = req.total;
   let whole = req.text.len() == total;
   if total <= req.max_bytes && req.complete && whole {
     return String::from_utf8_lossy(&req.text).into_owned();
   }
-  let source = if req.complete {
+  let source = source.unwrap_or(if req.complete {
     text::SOURCE_COMPLETE
   } else {
     text::SOURCE_PARTIAL
-  };
+  });
   let recovery = match req.recovery {
     Recovery::NotExposed => text::RECOVERY_NOT_EXPOSED.to_string(),
+    Recovery::Resume(text) => text,
     Recovery::Store(store) if whole => {
       match store.put(req.label, &String::from_utf8_lossy(&req.text), req.complete) {
         Some(handle) => text::recovery_handle(&handle),

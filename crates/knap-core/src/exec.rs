@@ -549,6 +549,25 @@ fn futures_join(
 }
 
 #[cfg(test)]
+pub(crate) mod tests_support {
+  use std::time::Duration;
+
+/// True once `pid` no longer runs (absent or a zombie awaiting its reaper); polls up to 5 s.
+pub fn gone_eventually(pid: i32) -> bool {
+  for _ in 0..100 {
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+    match state {
+      None => return true,
+      Some(s) if s.contains(") Z") => return true,
+      Some(_) => std::thread::sleep(Duration::from_millis(50)),
+    }
+  }
+  false
+}
+
+}
+
+#[cfg(test)]
 mod tests {
   use super::*;
 
@@ -568,18 +587,7 @@ mod tests {
     }
   }
 
-  /// True once `pid` no longer runs (absent or a zombie awaiting its reaper); polls up to 5 s.
-  pub(crate) fn gone_eventually(pid: i32) -> bool {
-    for _ in 0..100 {
-      let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
-      match state {
-        None => return true,
-        Some(s) if s.contains(") Z") => return true,
-        Some(_) => std::thread::sleep(Duration::from_millis(50)),
-      }
-    }
-    false
-  }
+  use super::tests_support::gone_eventually;
 
   #[tokio::test]
   async fn exit_code_and_streams() {

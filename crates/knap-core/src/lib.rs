@@ -6,6 +6,7 @@ pub mod agent_tools;
 pub mod apply_patch;
 pub mod canonical;
 pub mod cap;
+pub mod command_session;
 pub mod catalog;
 pub mod code;
 pub mod durable;

@@ -37,6 +37,17 @@ pub const HTTP_BACKEND_CANCEL_TIMEOUT_MS: u64 = 5_000;
 /// `/cancel` first) before giving up on it.
 pub const JS_BACKEND_ABORT_GRACE: Duration = Duration::from_secs(10);
 
+/// Command sessions: after a hard timeout or a kill, how long to wait for the process before
+/// finalizing the session anyway.
+pub const COMMAND_SESSION_FORCE_FINALIZE: Duration = Duration::from_millis(500);
+/// The bash tool's session limits (`BASH_SESSION_*`; the coding agent's runtime values).
+pub const BASH_SESSION_MAX_SESSIONS: usize = 8;
+pub const BASH_SESSION_MAX_WAIT_MS: u64 = 30_000;
+pub const BASH_SESSION_MAX_INPUT_BYTES: usize = 64 * 1024;
+pub const BASH_SESSION_READ_CHUNK_BYTES: usize = 64 * 1024;
+/// `bash` session `query`: 1 to this many UTF-8 bytes.
+pub const BASH_SESSION_QUERY_MAX_BYTES: usize = 4096;
+
 /// `grep`: matching lines returned (`GREP_MAX_MATCHES`), also rg's per-file `--max-count`.
 pub const GREP_MAX_MATCHES: usize = 200;
 /// `grep`: scopes of at most this many walk entries are searched on one thread (no walker

@@ -25,6 +25,15 @@ pub fn bash_description(cap: usize) -> String {
   )
 }
 
+pub fn bash_session_description(cap: usize) -> String {
+  format!(
+    "Run shell command in the workspace and return combined stdout/stderr. Set yieldTimeMs to keep a still-running \
+     command as an inspectable session. List sessions; read pages or use query + waitMs for literal output, write \
+     resumes stdin or closes it for EOF, and kill stops one. Cursors never rerun commands. Hard timeout is \
+     {BASH_TIMEOUT_MS} ms; output is capped at {cap} bytes."
+  )
+}
+
 pub const WRITE_FILE_DESCRIPTION: &str =
   "Create a UTF-8 file in the workspace. Refuses an existing path unless \
   overwrite is true. Parent directory must already exist.";

@@ -32,6 +32,11 @@ impl<'a> Args<'a> {
     self.input.get(key).filter(|v| !v.is_null())
   }
 
+  /// The value as given (`null` included), for the tools that word their own errors.
+  pub fn raw(&self, key: &str) -> Option<&'a Value> {
+    self.input.get(key)
+  }
+
   pub fn has(&self, key: &str) -> bool {
     self.input.get(key).is_some()
   }

@@ -58,6 +58,9 @@ pub(super) async fn run(
   input: &Value,
   cancel: CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
+  if let Some(rt) = tools.sessions() {
+    return super::bash_session::run(tools, rt, input, cancel).await;
+  }
   let args = Args::new("bash", input)?;
   let local = tools.is_local();
   // Session inputs (`action`, `sessionId`) and `yieldTimeMs` need a command-session runtime.
@@ -143,7 +146,7 @@ pub(crate) fn combine(stdout: &[u8], stderr: &[u8]) -> String {
   out
 }
 
-fn format_ms(ms: f64) -> String {
+pub(crate) fn format_ms(ms: f64) -> String {
   if ms.fract() == 0.0 {
     format!("{}", ms as u64)
   } else {

@@ -2,6 +2,7 @@
 
 mod args;
 mod bash;
+mod bash_session;
 mod edit_file;
 mod grep;
 mod read_file;
@@ -15,6 +16,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::cap::Recovery;
+use crate::command_session::CommandSessionRuntime;
 use crate::error::ToolError;
 use crate::exec::{ExecutionBackend, LocalBackend};
 use crate::limits::*;
@@ -101,6 +103,8 @@ pub struct ShellToolsConfig {
   /// Per-tool cap overrides (unknown names are ignored, as the reference's merge does).
   pub output_caps: Vec<(String, f64)>,
   pub backend: Arc<dyn ExecutionBackend>,
+  /// Interactive bash sessions (local backend only).
+  pub command_sessions: Option<Arc<CommandSessionRuntime>>,
 }
 
 impl ShellToolsConfig {
@@ -110,6 +114,7 @@ impl ShellToolsConfig {
       tools: None,
       output_caps: Vec::new(),
       backend: Arc::new(LocalBackend::new()),
+      command_sessions: None,
     }
   }
 }
@@ -140,10 +145,14 @@ pub struct ShellTools {
   /// Present only when `read_tool_output` is selected.
   store: Option<OutputStore>,
   backend: Arc<dyn ExecutionBackend>,
+  sessions: Option<Arc<CommandSessionRuntime>>,
 }
 
 impl ShellTools {
   pub fn new(config: ShellToolsConfig) -> Result<Self, ToolError> {
+    if config.command_sessions.is_some() && !config.backend.is_local() {
+      return Err(ToolError::coded("cave_execution_backend_command_sessions_local_only"));
+    }
     let selected = match &config.tools {
       None => ShellToolName::ALL.to_vec(),
       Some(names) => {
@@ -180,6 +189,7 @@ impl ShellTools {
       caps,
       store,
       backend: config.backend,
+      sessions: config.command_sessions,
     })
   }
 
@@ -198,6 +208,10 @@ impl ShellTools {
   /// Whether the tools run on this host's backend (the reference's local marker).
   pub fn is_local(&self) -> bool {
     self.backend.is_local()
+  }
+
+  pub fn sessions(&self) -> Option<&Arc<CommandSessionRuntime>> {
+    self.sessions.as_ref()
   }
 
   pub fn backend(&self) -> &Arc<dyn ExecutionBackend> {
@@ -236,6 +250,7 @@ impl ShellTools {
           &["pattern"],
         ),
       ),
+      ShellToolName::Bash if self.sessions.is_some() => (text::bash_session_description(cap), bash_session_schema()),
       ShellToolName::Bash => (
         text::bash_description(cap),
         object_schema(&[("command", "string"), ("timeoutMs", "integer")], &["command"]),
@@ -323,6 +338,23 @@ fn object_schema(props: &[(&str, &str)], required: &[&str]) -> Value {
   json!({ "type": "object", "properties": properties, "required": required })
 }
 
+/// The bash input with sessions: a union of the five shapes (start, list, read, write, kill).
+fn bash_session_schema() -> Value {
+  let shape = |props: &[(&str, Value)], required: &[&str]| {
+    let properties: serde_json::Map<String, Value> = props.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    json!({ "type": "object", "properties": properties, "required": required })
+  };
+  let (string, integer, boolean) = (json!({"type": "string"}), json!({"type": "integer"}), json!({"type": "boolean"}));
+  let action = |a: &str| json!({ "const": a });
+  json!({ "type": "object", "anyOf": [
+    shape(&[("command", string.clone()), ("timeoutMs", integer.clone()), ("yieldTimeMs", integer.clone())], &["command"]),
+    shape(&[("action", action("list"))], &["action"]),
+    shape(&[("sessionId", string.clone()), ("action", action("read")), ("cursor", integer.clone()), ("query", string.clone()), ("limit", integer.clone()), ("waitMs", integer.clone())], &["sessionId", "action"]),
+    shape(&[("sessionId", string.clone()), ("action", action("write")), ("input", string.clone()), ("closeStdin", boolean), ("cursor", integer.clone()), ("limit", integer.clone()), ("waitMs", integer.clone())], &["sessionId", "action", "input"]),
+    shape(&[("sessionId", string), ("action", action("kill")), ("cursor", integer.clone()), ("limit", integer)], &["sessionId", "action"]),
+  ]})
+}
+
 /// Runs blocking file work off the async workers.
 async fn blocking<T: Send + 'static>(
   f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
@@ -336,3 +368,5 @@ async fn blocking<T: Send + 'static>(
 mod remote_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod session_tests;

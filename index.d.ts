@@ -193,6 +193,8 @@ export interface AgentToolConfig {
   maxLineLength?: number
   allowedPaths?: Array<string>
   blockedCommands?: Array<string>
+  /** Glob: paths returned at most (default 1,000; 0 for all). */
+  maxResults?: number
 }
 
 export declare function agentWorkspaceRoot(cwd: string): Promise<string>
@@ -625,6 +627,15 @@ export interface GlobToolOutput {
   matches: Array<string>
   count: number
   search_path: string
+  /** Present when more paths matched than were returned. */
+  truncated?: GlobTruncated
+  /** Present with `truncated`: how many more matched and how to narrow. */
+  note?: string
+}
+
+export interface GlobTruncated {
+  total: number
+  omitted: number
 }
 
 export interface GrepContentOutput {
@@ -789,6 +800,9 @@ export interface SchemaCheck {
 
 /** Lowercase hex SHA-256 of UTF-8 text or bytes. */
 export declare function sha256Hex(data: string | Buffer): string
+
+/** POSIX single-quoting of one shell word (the core's, for the JS adapters of remote sandboxes). */
+export declare function shellQuote(value: string): string
 
 export declare function staticContextDiagnostics(agentJson: string): BindingStaticContext
 

@@ -327,7 +327,7 @@ test("Edit: allowedPaths", async () => {
 
 // ---------------------------------------------------------------------------------------- Glob
 
-test("Glob: a real glob with no result cap, newest first", async () => {
+test("Glob: a real glob, newest first, bounded at 1,000 with a note (maxResults: 0 lifts it)", async () => {
   const files = {};
   for (let i = 0; i < 1200; i++) files[`many/f${String(i).padStart(4, "0")}.txt`] = "x";
   files["src/a.ts"] = "";
@@ -337,8 +337,10 @@ test("Glob: a real glob with no result cap, newest first", async () => {
   const { ws, tools } = await setup(files);
   try {
     const all = await runTool(tools, "Glob", { pattern: "*.txt" });
-    assert.equal(all.count, 1200, "no 1,000-result cap");
-    assert.equal(all.matches.length, 1200);
+    assert.equal(all.count, 1000, "bounded at 1,000 by default");
+    assert.equal(all.matches.length, 1000);
+    assert.deepEqual(all.truncated, { total: 1200, omitted: 200 });
+    assert.match(all.note, /^Showing the 1,000 newest of 1,200 matching paths \(200 more not listed\)/);
     assert.equal(all.search_path, ".");
     assert.deepEqual((await runTool(tools, "Glob", { pattern: "src/*.ts" })).matches, ["./src/a.ts"]);
     assert.deepEqual((await runTool(tools, "Glob", { pattern: "src/**/*.ts" })).matches.sort(), ["./src/a.ts", "./src/deep/b.ts"]);

@@ -253,7 +253,7 @@ test("fauxModel + scriptedStream drive pi-agent-core's real Agent loop (tool cal
 test("knap/testing and the model layer load without @mariozechner/pi-ai installed", async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "knap-no-pi-"));
   try {
-    for (const file of ["testing.mjs", "event-stream.mjs", "models.mjs", "pi-ai.mjs", "ai-sdk-model.mjs", "transport.mjs"]) {
+    for (const file of ["testing.mjs", "event-stream.mjs", "models.mjs", "pi-ai.mjs", "ai-sdk-model.mjs", "transport.mjs", "hint.mjs"]) {
       cpSync(path.join(libDir, file), path.join(dir, file));
     }
     const testing = await import(pathToFileURL(path.join(dir, "testing.mjs")).href);

@@ -2,6 +2,8 @@
 // Plain frozen objects with the reference's fields and validation messages; the kernel reads
 // them when a run starts.
 
+import { withHint } from "./hint.mjs";
+
 const OPTIONAL = Symbol.for("knap.schema.optional");
 const EFFECTS = new Set(["read", "write", "idempotent", "external"]);
 const SANDBOXES = new Set(["required", "fixture", "host"]);
@@ -13,6 +15,11 @@ const DEFAULT_TOOL_TIMEOUT_MS = 30_000;
 
 function fail(message) {
   throw new Error(`caveman agent: ${message}`);
+}
+
+/** `fail` with what to do on a second line (`error.hint`). */
+function failWithHint(message, hint) {
+  throw withHint(new Error(`caveman agent: ${message}`), hint);
 }
 
 const isPositiveInteger = (n) => Number.isSafeInteger(n) && n > 0;
@@ -61,7 +68,17 @@ function inputJsonSchema(input, options) {
     const toJSON = input["~standard"].jsonSchema?.input ?? input.toJSONSchema;
     if (typeof input.toJSONSchema === "function") return input.toJSONSchema();
     if (typeof toJSON === "function") return toJSON({ target: "draft-07" });
-    fail(`tool ${JSON.stringify(options.name)} input is a Standard Schema without JSON Schema; pass inputJSONSchema`);
+    const zod3 = input["~standard"].vendor === "zod" && input._def !== undefined && input._zod === undefined;
+    failWithHint(
+      `tool ${JSON.stringify(options.name)} input is a Standard Schema without JSON Schema; pass inputJSONSchema`,
+      zod3
+        ? "this is a zod 3 schema: zod 4 schemas carry their JSON Schema (npm install zod@^4, then use it as is), or pass inputJSONSchema yourself"
+        : "pass inputJSONSchema (the same schema as JSON Schema), or use a library whose schemas expose it (zod 4, valibot with @valibot/to-json-schema)",
+    );
+  }
+  // The AI SDK's jsonSchema()/zodSchema() objects carry the JSON Schema they were made from.
+  if (input && typeof input === "object" && input[Symbol.for("vercel.ai.schema")] === true && input.jsonSchema && typeof input.jsonSchema.then !== "function") {
+    return JSON.parse(JSON.stringify(input.jsonSchema));
   }
   return JSON.parse(JSON.stringify(input ?? { type: "object", properties: {} }));
 }
@@ -73,6 +90,14 @@ export function assertToolName(name) {
 
 export function tool(options) {
   if (!options || typeof options !== "object") fail("tool options are required");
+  // The AI SDK's spelling works exactly like knap's: `inputSchema` is `input` (one of the two).
+  if (options.inputSchema !== undefined) {
+    if (options.input !== undefined) failWithHint(`tool ${JSON.stringify(options.name)} has both input and inputSchema`, "pass one of them (they are the same option)");
+    options = { ...options, input: options.inputSchema };
+  }
+  if (options.parameters !== undefined && options.input === undefined) {
+    failWithHint(`tool ${JSON.stringify(options.name)} has parameters, which knap does not read`, "pass the schema as input (or inputSchema, the AI SDK 5+ name)");
+  }
   const { name, description, effect } = options;
   assertToolName(name);
   if (typeof description !== "string") fail(`tool ${JSON.stringify(name)} needs a description`);

@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { loadPiAi } from "./pi-ai.mjs";
+import { withHint } from "./hint.mjs";
 import {
   AI_SDK_LANGUAGE_MODEL,
   aiSdkStreamFn,
@@ -40,6 +41,27 @@ export const AUTO_BASELINES = Object.freeze([
 const PINNED_FORMAT = "caveman agent: pinned model must use provider/model format";
 const PROVIDER_JSON_INVALID = "caveman agent: invalid .caveman/provider.json";
 const NO_CREDENTIAL = "caveman agent: no supported provider credential found";
+const NO_CREDENTIAL_HINT =
+  "set ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY (or CAVE_MODEL=provider/id with that provider's key); " +
+  "to run offline, pass { model: fauxModel(), streamFn: scriptedStream([...]) } from knap/testing";
+
+/** The reference's "unknown model" error, with the nearest catalog ids as the hint. */
+async function unknownModel(spec) {
+  const error = new Error(`caveman agent: unknown model ${JSON.stringify(spec)}`);
+  let near = [];
+  try {
+    // the catalog lives in the native addon; the model layer itself loads without it
+    near = (await import("./prices.mjs")).nearestModels(spec, 3);
+  } catch {
+    // the catalog is advice here; the error stands without it
+  }
+  return withHint(
+    error,
+    near.length
+      ? `did you mean ${near.map((k) => JSON.stringify(k)).join(" or ")}? (ids use dashes: "anthropic/claude-haiku-4-5")`
+      : 'use "provider/id" as the provider names it, e.g. "anthropic/claude-haiku-4-5" or "openai/gpt-5.4-mini"',
+  );
+}
 
 let multipleCredentialNoticeShown = false;
 
@@ -89,7 +111,7 @@ async function lookupPinned(spec, runOptions, internals) {
   const [provider, id] = splitPinned(spec);
   const models = await catalog(runOptions, internals);
   const model = models.getModel(provider, id);
-  if (!model) throw new Error(`caveman agent: unknown model ${JSON.stringify(spec)}`);
+  if (!model) throw await unknownModel(spec);
   return model;
 }
 
@@ -128,7 +150,11 @@ async function resolveAuto(runOptions, internals) {
     return { model: await lookupPinned(fromFile, runOptions, internals), source: "auto:provider.json" };
   }
   const found = AUTO_BASELINES.filter((baseline) => baseline.env.some((name) => envValue(env, name) !== undefined));
-  if (found.length === 0) throw new Error(NO_CREDENTIAL);
+  if (found.length === 0) {
+    const error = withHint(new Error(NO_CREDENTIAL), NO_CREDENTIAL_HINT);
+    error.code = "cave_provider_credentials";
+    throw error;
+  }
   const { provider, id } = found[0];
   if (found.length > 1 && !multipleCredentialNoticeShown) {
     multipleCredentialNoticeShown = true;

@@ -1,15 +1,69 @@
 // Loads the generated napi loader (CommonJS) and shares small helpers of the JS layer.
 import { createRequire } from "node:module";
+import { withHint } from "./hint.mjs";
+
+export { withHint };
 
 const require = createRequire(import.meta.url);
-export const native = require("../index.js");
 
-/** A JS `Error` carrying the reference's message and a stable `code`. */
+/** The targets knap publishes a binary for (npm/<target>/, .github/workflows/release.yml). */
+export const SUPPORTED_TARGETS = Object.freeze([
+  "linux-x64-gnu",
+  "linux-arm64-gnu",
+  "linux-x64-musl",
+  "linux-arm64-musl",
+  "darwin-x64",
+  "darwin-arm64",
+  "win32-x64-msvc",
+]);
+
+/** This machine as napi-rs names its targets (`linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`). */
+export function currentTarget() {
+  const { platform, arch } = process;
+  if (platform === "linux") {
+    let musl = false;
+    try {
+      musl = !process.report?.getReport?.()?.header?.glibcVersionRuntime;
+    } catch {
+      musl = false;
+    }
+    return `linux-${arch}-${musl ? "musl" : "gnu"}`;
+  }
+  if (platform === "win32") return `win32-${arch}-msvc`;
+  return `${platform}-${arch}`;
+}
+
+function loadNative() {
+  try {
+    return require("../index.js");
+  } catch (error) {
+    // napi's loader blames "a bug related to optional dependencies" whenever no binary loads;
+    // say instead which platform this is and the two ways out.
+    if (!/Cannot find native binding|Failed to load native binding/.test(String(error?.message))) throw error;
+    const target = currentTarget();
+    const supported = SUPPORTED_TARGETS.includes(target);
+    const first = supported
+      ? `knap: the native binary for ${target} is not installed or did not load (Node ${process.version})`
+      : `knap: no native binary for ${target} (Node ${process.version}); knap ships binaries for ${SUPPORTED_TARGETS.join(", ")}`;
+    const hint = supported
+      ? `reinstall so npm fetches the optional package knap-${target} (npm install; with --omit=optional or --no-optional it is skipped), or build from source with Rust ≥ 1.88: npm run build in the knap package`
+      : `run on one of those platforms, or build from source with Rust ≥ 1.88 (https://rustup.rs): clone knap, npm ci && npm run build, and depend on that directory`;
+    const e = withHint(new Error(`${first}\nhint: ${hint}`));
+    e.code = "cave_native_binding_missing";
+    e.cause = error;
+    throw e;
+  }
+}
+
+export const native = loadNative();
+
+/** A JS `Error` carrying the reference's message and a stable `code` (and `hint`, see withHint). */
 export function codedError(code, message = code, cause) {
   const error = cause === undefined ? new Error(message) : new Error(message, { cause });
   error.code = code;
-  return error;
+  return withHint(error);
 }
+
 
 /** Node's own AbortError shape, for aborted tool calls. */
 export function abortError(signal) {

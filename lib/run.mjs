@@ -4,7 +4,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { native, askPolicy, codedError } from "./native.mjs";
+import { native, askPolicy, codedError, withHint } from "./native.mjs";
+import { debugRunEvent, isDebugEnabled } from "./debug.mjs";
 import { NATIVE_TOOL } from "./shell-tools.mjs";
 import { resolveModelCall } from "./models.mjs";
 import { callModel } from "./transport.mjs";
@@ -23,6 +24,7 @@ export class CavemanRunError extends Error {
     this.name = "CavemanRunError";
     this.code = code;
     this.receipt = receipt;
+    withHint(this);
   }
 }
 
@@ -195,6 +197,8 @@ export function rejectInternalRunOptions(options) {
 }
 
 function startRun(definition, input, options, quiet) {
+  // KNAP_DEBUG traces a run's tool calls from its events, so a traced run() builds them.
+  if (quiet && isDebugEnabled()) quiet = false;
   options = options ?? {};
   rejectInternalRunOptions(options);
   if (definition?.kind !== "agent") throw new Error("caveman agent: run needs an agent() definition");
@@ -355,6 +359,7 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
       events(batch) {
         for (const event of batch) {
           if (event.type === "run_end" || event.type === "run_error") releaseLoop();
+          debugRunEvent(event);
           events.push(event);
         }
       },
@@ -466,7 +471,7 @@ async function* runEvents(definition, content, options, quiet, input) {
       if (outcome?.phase === "options") {
         const error = new Error(outcome.message);
         error.code = outcome.code;
-        throw error;
+        throw withHint(error);
       }
       // Otherwise the terminal event comes with (or before) the outcome.
       await events.wait();

@@ -1,5 +1,7 @@
 // The six workspace tools and the tool-policy evaluator, as plain JS objects over the Rust engine.
-import { native, codedError, abortError, cancelTokenFor, rethrowNative, askPolicy, deepFreeze } from "./native.mjs";
+import { existsSync, statSync } from "node:fs";
+import { traced } from "./debug.mjs";
+import { native, codedError, withHint, abortError, cancelTokenFor, rethrowNative, askPolicy, deepFreeze } from "./native.mjs";
 import { isLocalExecutionBackend, nativeBackendFor } from "./backends.mjs";
 import { nativeSessionsFor } from "./command-session.mjs";
 
@@ -18,12 +20,31 @@ export { localExecutionBackend, httpExecutionBackend } from "./backends.mjs";
  * The six workspace tools: `read_file`, `grep`, `bash`, `write_file`, `edit_file`,
  * `read_tool_output` (or the ones named in `tools`, in that order).
  */
+function checkWorkspace(dir) {
+  let stat;
+  try {
+    stat = statSync(dir);
+  } catch {
+    return; // the reference canonicalizes lazily: a workspace may be created after the tools
+  }
+  if (!stat.isDirectory()) {
+    throw codedError(
+      "cave_workspace_not_directory",
+      `cave_workspace_not_directory: shellTools workspace ${JSON.stringify(dir)} is not a directory\nhint: pass the directory the tools may work in (e.g. process.cwd())`,
+    );
+  }
+}
+
 export function shellTools(options) {
   if (!options || typeof options !== "object" || typeof options.workspace !== "string" || options.workspace === "") {
     throw codedError("cave_shell_tools_workspace_required", "cave_shell_tools_workspace_required: shellTools needs options.workspace (a directory path)");
   }
   const backend = options.executionBackend;
   const local = isLocalBackend(backend);
+  // A local workspace that is a file can never work: refused now. A missing one may still be
+  // created later (reference §5.1), so it fails at first use, with a hint. A remote backend's
+  // workspace is the backend's to check.
+  if (local) checkWorkspace(options.workspace);
   let sessions;
   if (options.commandSessions !== undefined) {
     if (!local) throw codedError("cave_execution_backend_command_sessions_local_only");
@@ -67,7 +88,11 @@ export function shellTools(options) {
       }
       if (!result.ok) {
         if (result.code === "ABORT_ERR") throw abortError(signal);
-        throw codedError(result.code, result.message);
+        const error = codedError(result.code, result.message);
+        if (result.code === "ENOENT" && local && !existsSync(options.workspace)) {
+          withHint(error, `the workspace ${JSON.stringify(options.workspace)} does not exist: create it (fs.mkdirSync(dir, { recursive: true })) or pass an existing directory to shellTools()`);
+        }
+        throw error;
       }
       if (onOutput && result.label !== undefined) onOutput(result.label, result.text);
       return result.text;
@@ -81,7 +106,9 @@ export function shellTools(options) {
       result: "inline",
       speculative: spec.speculative,
       timeoutMs: spec.timeoutMs,
-      execute,
+      // Direct calls are traced here; inside a run the kernel dispatches natively and the run's
+      // events are traced instead (lib/debug.mjs debugRunEvent).
+      execute: traced(name, execute),
     };
     Object.defineProperty(tool, NATIVE_TOOL, { value: Object.freeze({ toolset, name, onOutput }) });
     return Object.freeze(tool);

@@ -164,6 +164,8 @@ pub struct AgentToolConfig {
   pub max_line_length: Option<f64>,
   pub allowed_paths: Option<Vec<String>>,
   pub blocked_commands: Option<Vec<String>>,
+  /// Glob: paths returned at most (default 1,000; 0 for all).
+  pub max_results: Option<f64>,
 }
 
 fn count(v: Option<f64>) -> Option<u64> {
@@ -216,6 +218,7 @@ impl NativeAgentTools {
       max_line_length: None,
       allowed_paths: None,
       blocked_commands: None,
+      max_results: None,
     });
     let tool = self
       .inner
@@ -226,6 +229,7 @@ impl NativeAgentTools {
         max_line_length: count(c.max_line_length).map(|n| n as usize),
         allowed_paths: c.allowed_paths,
         blocked_commands: c.blocked_commands.unwrap_or_default(),
+        max_results: count(c.max_results).map(|n| n as usize),
       })
       .map_err(invalid)?;
     Ok(NativeTool {
@@ -356,6 +360,16 @@ pub struct GlobToolOutput {
   pub count: u32,
   #[napi(js_name = "search_path")]
   pub search_path: String,
+  /// Present when more paths matched than were returned.
+  pub truncated: Option<GlobTruncated>,
+  /// Present with `truncated`: how many more matched and how to narrow.
+  pub note: Option<String>,
+}
+
+#[napi(object)]
+pub struct GlobTruncated {
+  pub total: u32,
+  pub omitted: u32,
 }
 
 #[napi(object)]
@@ -596,6 +610,11 @@ impl NativeTool {
       .await;
     answer(r, |o| GlobToolOutput {
       count: o.matches.len() as u32,
+      truncated: o.note.is_some().then(|| GlobTruncated {
+        total: o.total as u32,
+        omitted: (o.total - o.matches.len()) as u32,
+      }),
+      note: o.note,
       matches: o.matches,
       search_path: o.search_path,
     })
@@ -759,4 +778,10 @@ pub fn ai_sdk_limits() -> AiSdkLimits {
     openrouter_max_models: AI_OPENROUTER_MAX_MODELS as f64,
     openrouter_max_context: AI_OPENROUTER_MAX_CONTEXT as f64,
   }
+}
+
+/// POSIX single-quoting of one shell word (the core's, for the JS adapters of remote sandboxes).
+#[napi]
+pub fn shell_quote(value: String) -> String {
+  knap_core::agent_tools::shell_quote(&value)
 }

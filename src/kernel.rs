@@ -745,7 +745,13 @@ async fn run_outcome(
   };
   let options: RunOptionsSpec = match serde_json::from_str(&options_json) {
     Ok(o) => o,
-    Err(e) => return refused(Error::coded(Code::RunOptionsInvalid, e)),
+    Err(e) => {
+      // Name the field, the type it needs and the value received (serde's message names none).
+      let typed = serde_json::from_str::<Value>(&options_json)
+        .ok()
+        .and_then(|v| knap_core::kernel::spec::explain_option_types(&v));
+      return refused(typed.unwrap_or_else(|| Error::coded(Code::RunOptionsInvalid, e)));
+    }
   };
   let durable_options: Option<BindingDurable> = serde_json::from_str::<Value>(&options_json)
     .ok()

@@ -6,6 +6,7 @@
 import { decideToolCall } from "../shell-tools.mjs";
 import { passThroughSchema } from "./schema.mjs";
 import { codedError } from "../native.mjs";
+import { traced } from "../debug.mjs";
 
 /**
  * @param tools an array of knap tools, or a record of them
@@ -28,7 +29,7 @@ export function toAiSdkTools(tools, options = {}) {
     out[t.name] = {
       description: t.description,
       inputSchema: passThroughSchema(schema),
-      async execute(input, execOptions = {}) {
+      execute: traced(t.name, async (input, execOptions = {}) => {
         const signal = execOptions.abortSignal;
         if (policy) {
           const decision = await decideToolCall(policy, {
@@ -64,7 +65,7 @@ export function toAiSdkTools(tools, options = {}) {
           clearTimeout(timer);
           signal?.removeEventListener("abort", onOuter);
         }
-      },
+      }),
     };
   }
   return out;

@@ -8,6 +8,8 @@ import { cached, resolveCacheConfig, createInvalidationLog, CACHE_INTERNAL } fro
 import { applyContextLayers, createExecutionPolicy, createOutputPolicy } from "./context.mjs";
 import { fetchOpenRouterModels, createBudgetTracker } from "./budget.mjs";
 import { codedError } from "../native.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
+import { traced } from "../debug.mjs";
 
 export const DEFAULT_CONFIG = Object.freeze({
   defaultTimeout: LIMITS.defaultTimeoutMs,
@@ -29,12 +31,21 @@ function dependencies(env, name) {
   return undefined; // anything else (user tools, Bash if cached): stale after any write
 }
 
+const AGENT_CONFIG_KEYS = ["tools", "askUser", "patch", "planMode", "skill", "webSearch", "webFetch", "cache", "modelRegistry", "budget", "context", "defaultTimeout", "workingDirectory"];
+const TOOL_NAMES = ["Bash", "Read", "Write", "Edit", "Glob", "Grep", "Patch", "WebSearch", "WebFetch"];
+const TOOL_CONFIG_KEYS = ["timeout", "maxFileSize", "maxOutputLength", "maxLineLength", "allowedPaths", "blockedCommands", "maxResults", "strict", "needsApproval", "providerOptions"];
+
 export async function createAgentTools(sandbox, config = {}) {
   if (!sandbox || typeof sandbox !== "object" || REQUIRED.some((m) => typeof sandbox[m] !== "function")) {
     throw codedError(
       "cave_sandbox_invalid",
       `cave_sandbox_invalid: createAgentTools needs a Sandbox (${REQUIRED.join(", ")}); use createLocalSandbox({ workingDirectory })`,
     );
+  }
+  refuseUnknownKeys("createAgentTools", config, AGENT_CONFIG_KEYS);
+  for (const [name, toolConfig] of Object.entries(config.tools ?? {})) {
+    if (!TOOL_NAMES.includes(name)) refuseUnknownKeys("createAgentTools tools", { [name]: true }, TOOL_NAMES);
+    if (toolConfig && typeof toolConfig === "object") refuseUnknownKeys(`createAgentTools tools.${name}`, toolConfig, TOOL_CONFIG_KEYS);
   }
   const cacheConfig = resolveCacheConfig(config.cache);
   const log = cacheConfig ? createInvalidationLog() : undefined;
@@ -92,6 +103,11 @@ export async function createAgentTools(sandbox, config = {}) {
     if (ctx.outputPolicy !== false) contextLayers.push(createOutputPolicy(ctx.outputPolicy ?? undefined));
     if (ctx.layers) contextLayers.push(...ctx.layers);
     Object.assign(tools, applyContextLayers(tools, contextLayers));
+  }
+
+  // KNAP_DEBUG / BASHKIT_DEBUG: every call traced with its timing (outermost, so a cache hit shows too).
+  for (const [name, tool] of Object.entries(tools)) {
+    if (typeof tool.execute === "function") tools[name] = { ...tool, execute: traced(name, tool.execute) };
   }
 
   let openRouterModels;

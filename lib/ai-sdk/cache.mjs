@@ -6,6 +6,7 @@
 // a write was in flight is therefore never served either.
 
 import { LIMITS, native } from "./native.mjs";
+import { debugCacheHit } from "../debug.mjs";
 
 export const DEFAULT_TTL_MS = LIMITS.cacheTtlMs;
 export const DEFAULT_CACHED_TOOLS = ["Read", "Glob", "Grep", "WebFetch", "WebSearch"];
@@ -149,6 +150,7 @@ export function cached(tool, toolName, options = {}) {
         hits++;
         log?.(`[Cache] HIT ${toolName}:${key.slice(-8)}`);
         onHit?.(toolName, key);
+        debugCacheHit(toolName, key);
         return entry.result;
       }
       misses++;

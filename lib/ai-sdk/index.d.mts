@@ -1,5 +1,28 @@
-// Types of knap/ai-sdk. Tool objects are AI SDK `Tool`s (ai@5 and ai@6); they are typed
-// structurally here so this file does not require `ai` to be installed.
+// Types of knap/ai-sdk. The tools are the AI SDK's own `Tool` type, taken from the `ai` package the
+// application installs (5 or 6), as bashkit's typings do: `tools` then goes into `generateText` /
+// `streamText` of that major with no cast. At run time knap never needs `ai` for the tools (their
+// schema objects carry the AI SDK's registry symbols); for TypeScript, install `ai`.
+import type {
+  LanguageModel,
+  LanguageModelMiddleware,
+  ModelMessage,
+  Output,
+  PrepareStepFunction,
+  StepResult,
+  StopCondition,
+  StreamTextResult,
+  Tool,
+  ToolSet,
+  UIMessageStreamWriter,
+} from "ai";
+
+export type { LanguageModel, LanguageModelMiddleware, Output, StreamTextResult, Tool, ToolSet, UIMessageStreamWriter };
+
+/** What the AI SDK passes a tool's `execute` as its second argument (ai@5 and ai@6). */
+export type ToolExecuteOptions = Parameters<NonNullable<Tool<unknown, unknown>["execute"]>>[1];
+
+// ---------------------------------------------------------------------------------------------
+// Sandboxes
 
 export interface ExecOptions {
   timeout?: number;
@@ -9,6 +32,8 @@ export interface ExecOptions {
   signal?: AbortSignal;
   /** knap: characters kept per stream (middle-truncated beyond); default 10,000,000. */
   maxOutputLength?: number;
+  /** knap: receives the command's output in chunks while it runs, where the sandbox can (createE2BSandbox streams; createVercelSandbox passes the output once it ends; knap's local sandbox does not stream yet). */
+  onOutput?: (chunk: string, stream: "stdout" | "stderr") => void;
 }
 
 export interface ExecResult {
@@ -30,13 +55,13 @@ export interface Sandbox {
   deleteFile?(path: string): Promise<void>;
   rename?(oldPath: string, newPath: string): Promise<void>;
   destroy(): Promise<void>;
-  readonly id?: string;
-  rgPath?: string;
-  workingDirectory?: string;
+  readonly id?: string | undefined;
+  rgPath?: string | undefined;
+  workingDirectory?: string | undefined;
 }
 
 export interface LocalSandboxConfig {
-  /** The workspace (the seed's name); default `/tmp`, created if missing. */
+  /** The workspace (the seed's name); default `/tmp`, created if missing. An existing non-directory is refused (`cave_workspace_not_directory`). */
   workingDirectory?: string;
   /** bashkit's name for `workingDirectory`. */
   cwd?: string;
@@ -51,19 +76,356 @@ export interface LocalSandbox extends Sandbox {
 
 export declare function createLocalSandbox(config?: LocalSandboxConfig): LocalSandbox;
 
-/** An AI SDK tool (structural). */
-export interface AiTool<INPUT = any, OUTPUT = any> {
-  description?: string;
-  inputSchema: unknown;
-  execute?: (input: INPUT, options: { toolCallId: string; messages: unknown[]; abortSignal?: AbortSignal; [k: string]: unknown }) => Promise<OUTPUT> | OUTPUT;
-  strict?: boolean;
-  needsApproval?: unknown;
-  providerOptions?: unknown;
-  [k: string]: unknown;
+export interface VercelSandboxConfig {
+  runtime?: "node22" | "python3.13";
+  resources?: { vcpus: number };
+  /** Reconnect to an existing sandbox instead of creating one. */
+  sandboxId?: string;
+  /** Milliseconds; default 300,000. */
+  timeout?: number;
+  /** Default `/vercel/sandbox`. */
+  cwd?: string;
+  teamId?: string;
+  projectId?: string;
+  token?: string;
+  /** Default true: `ensureSandboxTools()` once the sandbox is up. */
+  ensureTools?: boolean;
+  /** knap: the `@vercel/sandbox` module to use instead of importing it (tests, bundlers). */
+  sdk?: unknown;
 }
-export type ToolSet = Record<string, AiTool>;
 
-export interface ToolConfig {
+export interface E2BSandboxConfig {
+  apiKey?: string;
+  sandboxId?: string;
+  template?: string;
+  /** Milliseconds; default 300,000. */
+  timeout?: number;
+  /** Default `/home/user`. */
+  cwd?: string;
+  metadata?: Record<string, string>;
+  /** Default true: `ensureSandboxTools()` once the sandbox is up. */
+  ensureTools?: boolean;
+  /** knap: the `@e2b/code-interpreter` module to use instead of importing it (tests, bundlers). */
+  sdk?: unknown;
+}
+
+/** A Vercel Sandbox (`@vercel/sandbox`, an optional peer: `npm install @vercel/sandbox`). */
+export declare function createVercelSandbox(config?: VercelSandboxConfig): Promise<Sandbox>;
+/** An E2B sandbox (`@e2b/code-interpreter`, an optional peer: `npm install @e2b/code-interpreter`). */
+export declare function createE2BSandbox(config?: E2BSandboxConfig): Promise<Sandbox>;
+/** Sets `sandbox.rgPath` to a ripgrep the sandbox can run (`/tmp/rg`, `rg` on its PATH, else ripgrep 14.1.0 fetched inside the sandbox, as bashkit does); a no-op for knap's local sandbox. */
+export declare function ensureSandboxTools(sandbox: Sandbox): Promise<void>;
+
+// ---------------------------------------------------------------------------------------------
+// Tool inputs and outputs (bashkit's names and fields; `null` means "the default")
+
+export interface BashInput {
+  command: string;
+  timeout?: number | null;
+  description?: string | null;
+  run_in_background?: boolean | null;
+}
+export interface BashOutput {
+  stdout: string;
+  stderr: string;
+  exit_code: number;
+  interrupted: boolean;
+  duration_ms: number;
+  /** knap: set when `run_in_background` started the command. */
+  background?: { pid: number; output_file: string };
+}
+export interface BashError {
+  error: string;
+}
+
+export interface ReadInput {
+  file_path: string;
+  offset?: number | null;
+  limit?: number | null;
+}
+export interface ReadTextOutput {
+  type: "text";
+  content: string;
+  lines: Array<{ line_number: number; content: string }>;
+  total_lines: number;
+}
+export interface ReadDirectoryOutput {
+  type: "directory";
+  entries: string[];
+  count: number;
+}
+export interface ReadError {
+  error: string;
+}
+export type ReadOutput = ReadTextOutput | ReadDirectoryOutput | ReadError;
+
+export interface WriteInput {
+  file_path: string;
+  content: string;
+}
+export interface WriteOutput {
+  message: string;
+  bytes_written: number;
+  file_path: string;
+}
+export interface WriteError {
+  error: string;
+}
+
+export interface EditInput {
+  file_path: string;
+  old_string: string;
+  new_string: string;
+  replace_all?: boolean | null;
+}
+export interface EditOutput {
+  message: string;
+  file_path: string;
+  replacements: number;
+}
+export interface EditError {
+  error: string;
+}
+
+export interface GlobInput {
+  pattern: string;
+  path?: string | null;
+}
+export interface GlobOutput {
+  /** Newest first; at most `maxResults` (default 1,000). */
+  matches: string[];
+  /** How many paths are in `matches`. */
+  count: number;
+  search_path: string;
+  /** knap: present when more paths matched than were returned. */
+  truncated?: { total: number; omitted: number };
+  /** knap: the last thing the model reads when the list was cut: how many more matched and how to narrow. */
+  note?: string;
+}
+export interface GlobError {
+  error: string;
+}
+
+export interface GrepInput {
+  pattern: string;
+  path?: string | null;
+  glob?: string | null;
+  type?: string | null;
+  output_mode?: "content" | "files_with_matches" | "count" | null;
+  "-i"?: boolean | null;
+  "-n"?: boolean | null;
+  "-B"?: number | null;
+  "-A"?: number | null;
+  "-C"?: number | null;
+  head_limit?: number | null;
+  offset?: number | null;
+  multiline?: boolean | null;
+}
+export interface GrepMatch {
+  file: string;
+  line_number?: number;
+  line: string;
+  before_context?: string[];
+  after_context?: string[];
+}
+export interface GrepContentOutput {
+  matches: GrepMatch[];
+  total_matches: number;
+}
+export interface GrepFilesOutput {
+  files: string[];
+  count: number;
+}
+export interface GrepCountOutput {
+  counts: Array<{ file: string; count: number }>;
+  total: number;
+}
+export interface GrepError {
+  error: string;
+}
+export type GrepOutput = GrepContentOutput | GrepFilesOutput | GrepCountOutput | GrepError;
+
+export interface PatchInput {
+  patch: string;
+}
+export interface PatchFileResult {
+  status: "added" | "modified" | "deleted";
+  path: string;
+}
+export interface PatchOutput {
+  message: string;
+  files: PatchFileResult[];
+}
+export interface PatchError {
+  error: string;
+}
+
+export interface AskUserQuestionOption {
+  label: string;
+  description: string;
+}
+export interface AskUserQuestion {
+  id: string;
+  header: string;
+  question: string;
+  options: AskUserQuestionOption[];
+  multiSelect?: boolean | null;
+}
+export interface AskUserInput {
+  questions: AskUserQuestion[];
+}
+export type AskUserAnswers = Record<string, string | string[]>;
+export type AskUserOutput = AskUserAnswers;
+
+export interface PlanModeState {
+  isActive: boolean;
+  enteredAt?: Date;
+  reason?: string;
+}
+export interface EnterPlanModeOutput {
+  message: string;
+  mode: "planning";
+}
+export interface EnterPlanModeError {
+  error: string;
+}
+export interface ExitPlanModeOutput {
+  message: string;
+  approved?: boolean;
+}
+export interface ExitPlanModeError {
+  error: string;
+}
+
+export interface SkillMetadata {
+  name: string;
+  path: string;
+  description?: string;
+  license?: string;
+  compatibility?: string;
+  metadata?: Record<string, string>;
+  allowedTools?: string[];
+}
+export interface SkillOutput {
+  name: string;
+  instructions: string;
+  allowed_tools?: string[];
+  message: string;
+}
+export interface SkillError {
+  error: string;
+}
+export interface SkillToolConfig {
+  skills: Record<string, SkillMetadata>;
+  sandbox?: Sandbox;
+  onActivate?: (skill: SkillMetadata, instructions: string) => void | Promise<void>;
+}
+
+export interface TodoItem {
+  content: string;
+  status: "pending" | "in_progress" | "completed";
+  activeForm: string;
+}
+export interface TodoState {
+  todos: TodoItem[];
+}
+export interface TodoWriteInput {
+  todos: TodoItem[];
+}
+export interface TodoWriteOutput {
+  message: string;
+  stats: { total: number; pending: number; in_progress: number; completed: number };
+}
+export interface TodoWriteError {
+  error: string;
+}
+
+export interface WebSearchResult {
+  title: string;
+  url: string;
+  snippet: string;
+  metadata?: Record<string, unknown>;
+}
+export interface WebSearchInput {
+  query: string;
+  allowed_domains?: string[] | null;
+  blocked_domains?: string[] | null;
+}
+export interface WebSearchOutput {
+  results: WebSearchResult[];
+  total_results: number;
+  query: string;
+}
+export interface WebSearchError {
+  error: string;
+  status_code?: number;
+  retryable?: boolean;
+}
+export interface WebFetchInput {
+  url: string;
+  prompt: string;
+}
+export interface WebFetchOutput {
+  response: string;
+  url: string;
+  final_url?: string;
+  status_code?: number;
+}
+export interface WebFetchError {
+  error: string;
+  status_code?: number;
+  retryable?: boolean;
+}
+
+export interface TaskInput {
+  description: string;
+  prompt: string;
+  subagent_type: string;
+  system_prompt?: string | null;
+  tools?: string[] | null;
+}
+export interface TaskOutput {
+  result: string;
+  usage?: { input_tokens: number; output_tokens: number };
+  duration_ms?: number;
+  subagent?: string;
+  description?: string;
+}
+export interface TaskError {
+  error: string;
+  subagent?: string;
+  description?: string;
+  duration_ms?: number;
+}
+export interface SubagentStepEvent {
+  subagentType: string;
+  description: string;
+  step: StepResult<ToolSet>;
+}
+export interface SubagentEventData {
+  event: "start" | "tool-call" | "done" | "complete";
+  subagent: string;
+  description: string;
+  toolName?: string;
+  args?: Record<string, unknown>;
+  messages?: ModelMessage[];
+}
+
+export type BashTool = Tool<BashInput, BashOutput | BashError>;
+export type ReadTool = Tool<ReadInput, ReadOutput>;
+export type WriteTool = Tool<WriteInput, WriteOutput | WriteError>;
+export type EditTool = Tool<EditInput, EditOutput | EditError>;
+export type GlobTool = Tool<GlobInput, GlobOutput | GlobError>;
+export type GrepTool = Tool<GrepInput, GrepOutput>;
+export type PatchTool = Tool<PatchInput, PatchOutput | PatchError>;
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+
+/** The AI SDK's per-tool options, passed through to the tool object. */
+export type SDKToolOptions = Partial<Pick<Tool<any, any>, "strict" | "needsApproval" | "providerOptions">>;
+
+export type ToolConfig = {
   timeout?: number;
   /** Write/Edit/Patch: bytes; Read: lines without a limit (bashkit's reuse). */
   maxFileSize?: number;
@@ -73,50 +435,43 @@ export interface ToolConfig {
   allowedPaths?: string[];
   /** Bash: a command containing any of these is refused. */
   blockedCommands?: string[];
-  strict?: boolean;
-  needsApproval?: unknown;
-  providerOptions?: unknown;
-}
+  /** knap, Glob: paths returned at most (newest first); default 1,000, 0 for all. A cut list ends with `note`. */
+  maxResults?: number;
+} & SDKToolOptions;
 
-export interface WebSearchConfig {
+export type AskUserConfig = SDKToolOptions;
+export type AskUserToolConfig = SDKToolOptions;
+
+export type SkillConfig = {
+  skills: Record<string, SkillMetadata>;
+  onActivate?: (skill: SkillMetadata, instructions: string) => void | Promise<void>;
+};
+
+export type WebSearchConfig = {
   provider?: "parallel";
-  apiKey?: string;
+  apiKey?: string | undefined;
   /** Default `https://api.parallel.ai` (or `KNAP_PARALLEL_BASE_URL`). */
   baseUrl?: string;
   /** Bring your own search: returns `{title, url, snippet, metadata?}[]`. */
   search?: (query: string, options: { allowedDomains?: string[]; blockedDomains?: string[]; signal: AbortSignal }) => Promise<WebSearchResult[]>;
   maxResults?: number;
   timeout?: number;
-  strict?: boolean;
-  needsApproval?: unknown;
-  providerOptions?: unknown;
-}
+} & SDKToolOptions;
 
-export interface WebFetchConfig {
+export type WebFetchConfig = {
   /** `direct` (an HTTP GET; the default without `apiKey`) or `parallel` (extract API). */
   provider?: "direct" | "parallel";
-  apiKey?: string;
+  apiKey?: string | undefined;
   /** When set, the prompt is answered from the page by this model. */
-  model?: unknown;
+  model?: LanguageModel;
   baseUrl?: string;
   maxContentLength?: number;
   timeout?: number;
-  strict?: boolean;
-  needsApproval?: unknown;
-  providerOptions?: unknown;
-}
-
-export interface WebSearchResult {
-  title: string;
-  url: string;
-  snippet: string;
-  metadata?: { publish_date?: string };
-}
+} & SDKToolOptions;
 
 export interface CacheEntry<T = unknown> {
   result: T;
   timestamp: number;
-  [k: string]: unknown;
 }
 
 export interface CacheStore<T = unknown> {
@@ -144,7 +499,7 @@ export interface CacheStats {
   size: number;
 }
 
-export type CachedTool<T extends AiTool = AiTool> = T & {
+export type CachedTool<T extends Tool = Tool> = T & {
   /** A plain object with a synchronous store (the default LRU), else a Promise. */
   getStats(): CacheStats | Promise<CacheStats>;
   clearCache(key?: string): Promise<void>;
@@ -153,14 +508,21 @@ export type CachedTool<T extends AiTool = AiTool> = T & {
 export type CacheConfig =
   | boolean
   | CacheStore
-  | ({
+  | {
       store?: CacheStore;
       ttl?: number;
       debug?: boolean;
       onHit?: (toolName: string, key: string) => void;
       onMiss?: (toolName: string, key: string) => void;
       keyGenerator?: (toolName: string, params: unknown) => string;
-    } & { [toolName: string]: unknown });
+      [toolName: string]:
+        | boolean
+        | CacheStore
+        | number
+        | ((toolName: string, key: string) => void)
+        | ((toolName: string, params: unknown) => string)
+        | undefined;
+    };
 
 export declare class LRUCacheStore<T = unknown> implements CacheStore<T> {
   constructor(maxSize?: number);
@@ -171,7 +533,20 @@ export declare class LRUCacheStore<T = unknown> implements CacheStore<T> {
   size(): number;
 }
 
-export declare function cached<T extends AiTool>(tool: T, toolName: string, options?: CacheOptions): CachedTool<T>;
+export declare function cached<T extends Tool>(tool: T, toolName: string, options?: CacheOptions): CachedTool<T>;
+
+/** The subset of a Redis client the store uses (node-redis v4+ and ioredis both have it). */
+export interface RedisClient {
+  get(key: string): Promise<string | null>;
+  set(key: string, value: string): Promise<unknown>;
+  del(key: string | string[]): Promise<unknown>;
+  keys(pattern: string): Promise<string[]>;
+}
+export interface RedisCacheStoreOptions {
+  /** Key prefix; default `"bashkit:"` (bashkit's, so both can share a cache). */
+  prefix?: string;
+}
+export declare function createRedisCacheStore(client: RedisClient, options?: RedisCacheStoreOptions): CacheStore;
 
 export interface ModelPricing {
   inputPerToken: number;
@@ -196,37 +571,52 @@ export interface BudgetStatus {
   unpricedSteps: number;
 }
 
+/** Generic over the tool set, so `budget.stopWhen` / `budget.onStepFinish` fit `generateText` with any tools. */
 export interface BudgetTracker {
-  onStepFinish(step: unknown): void;
-  stopWhen: (options: { steps: unknown[] }) => boolean;
-  getStatus(): BudgetStatus;
+  onStepFinish: <TOOLS extends ToolSet>(step: StepResult<TOOLS>) => void;
+  stopWhen: <TOOLS extends ToolSet>(options: { steps: Array<StepResult<TOOLS>> }) => boolean;
+  getStatus: () => BudgetStatus;
 }
+
+export type PricingProvider = "openRouter";
+export type ModelRegistryProvider = "openRouter";
 
 export interface BudgetConfig {
   maxUsd: number;
   /** @deprecated use `modelRegistry`. */
-  pricingProvider?: "openRouter";
-  apiKey?: string;
+  pricingProvider?: PricingProvider;
+  apiKey?: string | undefined;
   modelPricing?: Record<string, ModelPricing>;
   onUnpricedModel?: (modelId: string) => void;
 }
 
 export interface ModelRegistryConfig {
-  provider: "openRouter";
-  apiKey?: string;
+  provider: ModelRegistryProvider;
+  apiKey?: string | undefined;
   /** Default `https://openrouter.ai/api/v1/models` (or `KNAP_OPENROUTER_MODELS_URL`). */
   url?: string;
   timeoutMs?: number;
 }
 
 export interface ContextLayer {
-  beforeExecute?(toolName: string, params: Record<string, unknown>): { error: string } | undefined | Promise<{ error: string } | undefined>;
-  afterExecute?(toolName: string, params: Record<string, unknown>, result: any): any;
+  beforeExecute?: (toolName: string, params: Record<string, unknown>) => { error: string } | undefined | Promise<{ error: string } | undefined>;
+  afterExecute?: (
+    toolName: string,
+    params: Record<string, unknown>,
+    result: Record<string, unknown>,
+  ) => Record<string, unknown> | Promise<Record<string, unknown>>;
 }
 
 export interface ExecutionPolicyConfig {
   planModeBlockedTools?: string[];
   shouldBlock?: (toolName: string, params: Record<string, unknown>) => string | undefined;
+}
+
+export interface StashOutputConfig {
+  sandbox: Sandbox;
+  tools: string[];
+  dir?: string;
+  pathFor?: (toolName: string, params: Record<string, unknown>, result: Record<string, unknown>) => string | undefined;
 }
 
 export interface OutputPolicyConfig {
@@ -235,8 +625,8 @@ export interface OutputPolicyConfig {
   excludeTools?: string[];
   truncate?: (text: string, maxLength: number) => string;
   hints?: Record<string, string>;
-  buildHint?: (toolName: string, params: unknown, originalLength: number, result: unknown) => string | undefined;
-  stashOutput?: { sandbox: Sandbox; tools: string[]; dir?: string; pathFor?: (toolName: string, params: unknown, result: unknown) => string };
+  buildHint?: (toolName: string, params: Record<string, unknown>, originalLength: number, result: Record<string, unknown>) => string | undefined;
+  stashOutput?: StashOutputConfig;
 }
 
 export interface ContextConfig {
@@ -246,25 +636,24 @@ export interface ContextConfig {
   layers?: ContextLayer[];
 }
 
-export interface PlanModeState {
-  isActive: boolean;
-  enteredAt?: Date;
-  reason?: string;
-}
-
-export interface SkillMetadata {
-  name: string;
-  path: string;
-  description?: string;
-  allowedTools?: string[];
-}
-
 export interface AgentConfig {
-  tools?: Partial<Record<"Bash" | "Read" | "Write" | "Edit" | "Glob" | "Grep" | "Patch" | "WebSearch" | "WebFetch", ToolConfig>>;
-  askUser?: true | { strict?: boolean; needsApproval?: unknown; providerOptions?: unknown };
+  tools?: {
+    Bash?: ToolConfig;
+    Read?: ToolConfig;
+    Write?: ToolConfig;
+    Edit?: ToolConfig;
+    Glob?: ToolConfig;
+    Grep?: ToolConfig;
+    Patch?: ToolConfig;
+    WebSearch?: ToolConfig;
+    WebFetch?: ToolConfig;
+  };
+  askUser?: true | AskUserConfig;
   patch?: true | ToolConfig;
-  planMode?: boolean | { onEnter?: (reason: string) => void | Promise<void>; onPlanSubmit?: (plan: string) => boolean | undefined | Promise<boolean | undefined> };
-  skill?: { skills: Record<string, SkillMetadata>; onActivate?: (skill: SkillMetadata, instructions: string) => void | Promise<void> };
+  planMode?:
+    | boolean
+    | { onEnter?: (reason: string) => void | Promise<void>; onPlanSubmit?: (plan: string) => boolean | undefined | Promise<boolean | undefined> };
+  skill?: SkillConfig;
   /** Enables WebSearch and WebFetch. */
   webSearch?: WebSearchConfig;
   webFetch?: WebFetchConfig;
@@ -277,60 +666,78 @@ export interface AgentConfig {
   workingDirectory?: string;
 }
 
+/** The tool set of `createAgentTools`: an AI SDK `ToolSet` with the six default tools typed. */
+export type AgentTools = ToolSet & {
+  Bash: BashTool;
+  Read: ReadTool;
+  Write: WriteTool;
+  Edit: EditTool;
+  Glob: GlobTool;
+  Grep: GrepTool;
+};
+
 export interface AgentToolsResult {
-  tools: ToolSet;
+  tools: AgentTools;
   planModeState?: PlanModeState;
   budget?: BudgetTracker;
   openRouterModels?: Map<string, ModelInfo> & { readonly source?: "openrouter" | "bundled" };
   contextLayers: ContextLayer[];
 }
 
-export declare const DEFAULT_CONFIG: Readonly<AgentConfig>;
-export declare function createAgentTools(sandbox: Sandbox, config?: AgentConfig): Promise<AgentToolsResult>;
+/** `createAgentTools`'s result for a given config: `budget`, `planModeState` and `openRouterModels` are there when the config asks for them. */
+export type AgentToolsResultFor<C> = AgentToolsResult &
+  (C extends { budget: BudgetConfig } ? { budget: BudgetTracker } : unknown) &
+  (C extends { planMode: true | object } ? { planModeState: PlanModeState } : unknown) &
+  (C extends { modelRegistry: ModelRegistryConfig } ? { openRouterModels: Map<string, ModelInfo> & { readonly source?: "openrouter" | "bundled" } } : unknown);
 
-export declare function createBashTool(sandbox: Sandbox, config?: ToolConfig): AiTool;
-export declare function createReadTool(sandbox: Sandbox, config?: ToolConfig): AiTool;
-export declare function createWriteTool(sandbox: Sandbox, config?: ToolConfig): AiTool;
-export declare function createEditTool(sandbox: Sandbox, config?: ToolConfig): AiTool;
-export declare function createGlobTool(sandbox: Sandbox, config?: ToolConfig): AiTool;
-export declare function createGrepTool(sandbox: Sandbox, config?: ToolConfig): AiTool;
-export declare function createPatchTool(sandbox: Sandbox, config?: ToolConfig): AiTool;
-export declare function createAskUserTool(config?: { strict?: boolean; needsApproval?: unknown; providerOptions?: unknown }): AiTool;
-export declare function createEnterPlanModeTool(state: PlanModeState, onEnter?: (reason: string) => void | Promise<void>): AiTool;
+export declare const DEFAULT_CONFIG: Readonly<AgentConfig>;
+export declare function createAgentTools<C extends AgentConfig = AgentConfig>(sandbox: Sandbox, config?: C): Promise<AgentToolsResultFor<C>>;
+
+export declare function createBashTool(sandbox: Sandbox, config?: ToolConfig): BashTool;
+export declare function createReadTool(sandbox: Sandbox, config?: ToolConfig): ReadTool;
+export declare function createWriteTool(sandbox: Sandbox, config?: ToolConfig): WriteTool;
+export declare function createEditTool(sandbox: Sandbox, config?: ToolConfig): EditTool;
+export declare function createGlobTool(sandbox: Sandbox, config?: ToolConfig): GlobTool;
+export declare function createGrepTool(sandbox: Sandbox, config?: ToolConfig): GrepTool;
+export declare function createPatchTool(sandbox: Sandbox, config?: ToolConfig): PatchTool;
+export declare function createAskUserTool(config?: AskUserToolConfig): Tool<AskUserInput, never>;
+export declare function createEnterPlanModeTool(
+  state: PlanModeState,
+  onEnter?: (reason: string) => void | Promise<void>,
+): Tool<{ reason: string }, EnterPlanModeOutput | EnterPlanModeError>;
 export declare function createExitPlanModeTool(
   state?: PlanModeState,
   onPlanSubmit?: (plan: string) => boolean | undefined | Promise<boolean | undefined>,
-): AiTool;
-export interface TodoItem {
-  content: string;
-  status: "pending" | "in_progress" | "completed";
-  activeForm: string;
-}
-export declare function createTodoWriteTool(state: { todos?: TodoItem[] }, onUpdate?: (todos: TodoItem[]) => void): AiTool;
-export declare function createTodoWriteTool(state: { todos?: TodoItem[] }, config?: ToolConfig, onUpdate?: (todos: TodoItem[]) => void): AiTool;
-export declare function createSkillTool(config: { skills: Record<string, SkillMetadata>; sandbox?: Sandbox; onActivate?: (skill: SkillMetadata, instructions: string) => void | Promise<void> }): AiTool;
+): Tool<{ plan: string }, ExitPlanModeOutput | ExitPlanModeError>;
+export declare function createTodoWriteTool(state: { todos?: TodoItem[] }, onUpdate?: (todos: TodoItem[]) => void): Tool<TodoWriteInput, TodoWriteOutput | TodoWriteError>;
+export declare function createTodoWriteTool(
+  state: { todos?: TodoItem[] },
+  config?: ToolConfig,
+  onUpdate?: (todos: TodoItem[]) => void,
+): Tool<TodoWriteInput, TodoWriteOutput | TodoWriteError>;
+export declare function createSkillTool(config: SkillToolConfig): Tool<{ name: string }, SkillOutput | SkillError>;
 
 export interface SubagentTypeConfig {
-  model?: unknown;
+  model?: LanguageModel;
   systemPrompt?: string;
   tools?: string[];
   additionalTools?: ToolSet;
-  stopWhen?: unknown;
-  prepareStep?: unknown;
-  onStepFinish?: (step: unknown) => void | Promise<void>;
+  stopWhen?: StopCondition<ToolSet> | StopCondition<ToolSet>[];
+  prepareStep?: PrepareStepFunction;
+  onStepFinish?: (step: StepResult<ToolSet>) => void | Promise<void>;
 }
 export interface TaskToolConfig {
-  model: unknown;
+  model: LanguageModel;
   tools: ToolSet;
   subagentTypes?: Record<string, SubagentTypeConfig>;
-  defaultStopWhen?: unknown;
-  defaultOnStepFinish?: (event: { subagentType: string; description: string; step: unknown }) => void | Promise<void>;
-  streamWriter?: { write(part: unknown): void };
+  defaultStopWhen?: StopCondition<ToolSet> | StopCondition<ToolSet>[];
+  defaultOnStepFinish?: (event: SubagentStepEvent) => void | Promise<void>;
+  streamWriter?: UIMessageStreamWriter;
   budget?: BudgetTracker;
 }
-export declare function createTaskTool(config: TaskToolConfig): AiTool;
-export declare function createWebSearchTool(config: WebSearchConfig): AiTool;
-export declare function createWebFetchTool(config: WebFetchConfig): AiTool;
+export declare function createTaskTool(config: TaskToolConfig): Tool<TaskInput, TaskOutput | TaskError>;
+export declare function createWebSearchTool(config: WebSearchConfig): Tool<WebSearchInput, WebSearchOutput | WebSearchError>;
+export declare function createWebFetchTool(config: WebFetchConfig): Tool<WebFetchInput, WebFetchOutput | WebFetchError>;
 
 export declare function createBudgetTracker(
   maxUsd: number,
@@ -343,41 +750,180 @@ export declare function fetchOpenRouterModels(
 export declare function getModelContextLength(model: string, models: Map<string, ModelInfo>): number | undefined;
 export declare function resetModelRegistryCache(): void;
 
+// ---------------------------------------------------------------------------------------------
+// Messages, context windows, middleware
+
+export interface PruneMessagesConfig {
+  targetTokens?: number;
+  minSavingsThreshold?: number;
+  protectLastNUserMessages?: number;
+}
 export declare function pruneMessages<M extends { role: string }>(messages: M[], options?: { maxTokens?: number; protectRecentUserMessages?: number }): M[];
-export declare function pruneMessagesByTokens<M extends { role: string }>(
-  messages: M[],
-  config?: { targetTokens?: number; minSavingsThreshold?: number; protectLastNUserMessages?: number },
-): M[];
+export declare function pruneMessagesByTokens<M extends { role: string }>(messages: M[], config?: PruneMessagesConfig): M[];
 export declare function estimateTokens(text: string): number;
 export declare function estimateMessageTokens(message: unknown): number;
 export declare function estimateMessagesTokens(messages: unknown[]): number;
 
-export interface LanguageModelMiddlewareLike {
-  specificationVersion?: "v3";
-  middlewareVersion?: "v2";
-  transformParams: (options: { params: any; type?: string; model?: unknown }) => Promise<any>;
-}
-export declare const anthropicPromptCacheMiddleware: LanguageModelMiddlewareLike;
-export declare const anthropicPromptCacheMiddlewareV2: LanguageModelMiddlewareLike;
+export declare const anthropicPromptCacheMiddleware: LanguageModelMiddleware;
+export declare const anthropicPromptCacheMiddlewareV2: LanguageModelMiddleware;
 
-export declare function withContext<T extends AiTool>(tool: T, toolName: string, layers: ContextLayer[]): T;
+export declare function withContext<T extends Tool>(tool: T, toolName: string, layers: ContextLayer[]): T;
 export declare function applyContextLayers<T extends ToolSet>(tools: T, layers: ContextLayer[]): T;
 export declare function createExecutionPolicy(planModeState?: PlanModeState, config?: ExecutionPolicyConfig): ContextLayer;
 export declare function createOutputPolicy(config?: OutputPolicyConfig): ContextLayer;
 export declare function middleTruncate(text: string, maxLength: number): string;
 
+// bashkit's types for features knap does not provide yet (compaction, context status, system
+// context assembly): declared so code written against bashkit's
+// types compiles; the functions are not exported.
+export interface CompactConversationConfig {
+  maxTokens: number;
+  compactionThreshold?: number;
+  protectRecentMessages?: number;
+  summarizerModel: LanguageModel;
+  taskContext?: string;
+  summaryInstructions?: string;
+}
+export interface CompactConversationState {
+  conversationSummary: string;
+}
+export interface CompactConversationResult {
+  messages: ModelMessage[];
+  state: CompactConversationState;
+  didCompact: boolean;
+}
+export type ContextStatusLevel = "comfortable" | "elevated" | "high" | "critical";
+export interface ContextMetrics {
+  usedTokens: number;
+  maxTokens: number;
+  usagePercent: number;
+}
+export interface ContextStatus extends ContextMetrics {
+  status: ContextStatusLevel;
+  guidance?: string;
+}
+export interface ContextStatusConfig {
+  elevatedThreshold?: number;
+  highThreshold?: number;
+  criticalThreshold?: number;
+  highGuidance?: string | ((metrics: ContextMetrics) => string);
+  criticalGuidance?: string | ((metrics: ContextMetrics) => string);
+  knownTokenCount?: number;
+}
+export type ModelContextLimit =
+  | "claude-opus-4-5"
+  | "claude-sonnet-4-5"
+  | "claude-haiku-4"
+  | "gpt-4o"
+  | "gpt-4-turbo"
+  | "gpt-4"
+  | "gpt-3.5-turbo"
+  | "gemini-2.5-pro"
+  | "gemini-2.5-flash";
+export interface InstructionDiscoveryConfig {
+  cwd?: string;
+  filenames?: string[];
+  rootMarkers?: string[];
+  maxBytes?: number;
+  globalPath?: string;
+}
+export interface DiscoveredInstructions {
+  text: string;
+  sources: Array<{ path: string; scope: "global" | "project" | "local"; bytes: number; truncated: boolean }>;
+}
+export interface EnvironmentContext {
+  cwd: string;
+  shell: string;
+  platform: string;
+  date: string;
+  timezone?: string;
+  gitBranch?: string;
+  gitStatus?: string;
+}
+export interface EnvironmentContextConfig {
+  git?: boolean;
+  timezone?: boolean;
+  custom?: Record<string, string>;
+}
+export interface ToolGuidanceConfig {
+  tools: string[];
+  hints?: Record<string, string>;
+  guidelines?: string[];
+}
+export interface SystemContextConfig {
+  instructions?: boolean | InstructionDiscoveryConfig;
+  environment?: boolean | EnvironmentContextConfig;
+  toolGuidance?: ToolGuidanceConfig;
+}
+export interface SystemContext {
+  instructions: string | null;
+  environment: string | null;
+  toolGuidance: string | null;
+  combined: string;
+  meta: { instructionSources?: DiscoveredInstructions["sources"]; environmentContext?: EnvironmentContext };
+}
+export interface PrepareStepConfig {
+  compaction?: CompactConversationConfig;
+  contextStatus?: { maxTokens: number; config?: ContextStatusConfig };
+  planModeState?: PlanModeState;
+  extend?: PrepareStepFunction;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Debug tracing (`KNAP_DEBUG`, or bashkit's `BASHKIT_DEBUG`: `1`/`stderr`, `json`, `memory`, `file:<path>`)
+
+export interface DebugEvent {
+  id: string;
+  ts: number;
+  tool: string;
+  event: "start" | "end" | "error";
+  input?: unknown;
+  output?: unknown;
+  summary?: Record<string, unknown>;
+  duration_ms?: number;
+  parent?: string;
+  error?: string;
+}
+export declare function isDebugEnabled(): boolean;
+/** The events recorded in `memory` mode. */
+export declare function getDebugLogs(): DebugEvent[];
+export declare function clearDebugLogs(): void;
+/** Reads `KNAP_DEBUG` / `BASHKIT_DEBUG` again (after a test changes it). */
+export declare function reinitDebugMode(): void;
+
+// ---------------------------------------------------------------------------------------------
+// knap's own tools in the AI SDK
+
 /** A knap tool object (`shellTools()` entries, `tool()`). */
 export interface KnapTool {
-  name: string;
-  description: string;
-  input: object;
-  effect?: "read" | "write" | "idempotent" | "external";
-  timeoutMs?: number;
+  readonly name: string;
+  readonly description: string;
+  readonly input: object;
+  readonly effect?: "read" | "write" | "idempotent" | "external";
+  readonly timeoutMs?: number;
   execute(input: any, signal?: AbortSignal, context?: unknown): Promise<unknown> | unknown;
 }
+
+export interface ToAiSdkToolsOptions {
+  /** knap's tool policy, judged in Rust before each call (a denial is the tool's error). */
+  toolPolicy?: (input: {
+    runId: string;
+    agentId: string;
+    agentPath: readonly string[];
+    toolCallId: string;
+    name: string;
+    effect: "read" | "write" | "idempotent" | "external";
+    args: Record<string, unknown>;
+  }) => { deny: string } | undefined | void | Promise<{ deny: string } | undefined | void>;
+  runId?: string;
+  agentId?: string;
+  agentPath?: string[];
+}
+
+/** knap's tools as AI SDK tools, keyed by name. */
 export declare function toAiSdkTools(
-  tools: readonly KnapTool[] | Record<string, KnapTool>,
-  options?: { toolPolicy?: (input: any) => unknown; runId?: string; agentId?: string; agentPath?: string[] },
-): ToolSet;
+  tools: readonly KnapTool[] | Readonly<Record<string, KnapTool>>,
+  options?: ToAiSdkToolsOptions,
+): Record<string, Tool<Record<string, unknown>, unknown>>;
 export { discoverSkills, parseSkillMetadata, skillsToXml, loadSkillBundle, loadSkillBundles, fetchSkill, fetchSkills, setupAgentEnvironment } from "./skills.mjs";
 export type { DiscoverSkillsOptions, SkillBundle, SkillContent, AgentEnvironmentConfig, SetupResult } from "./skills.mjs";

@@ -13,3 +13,6 @@ export { anthropicPromptCacheMiddleware, anthropicPromptCacheMiddlewareV2 } from
 export { withContext, applyContextLayers, createExecutionPolicy, createOutputPolicy, middleTruncate } from "./context.mjs";
 export { toAiSdkTools } from "./adapter.mjs";
 export { discoverSkills, parseSkillMetadata, skillsToXml, loadSkillBundle, loadSkillBundles, fetchSkill, fetchSkills, setupAgentEnvironment } from "./skills.mjs";
+export { createVercelSandbox, createE2BSandbox, ensureSandboxTools } from "./remote-sandboxes.mjs";
+export { createRedisCacheStore } from "./redis-store.mjs";
+export { isDebugEnabled, getDebugLogs, clearDebugLogs, reinitDebugMode } from "../debug.mjs";

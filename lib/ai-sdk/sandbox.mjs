@@ -5,6 +5,8 @@
 // stream held in memory.
 import { native, KNAP_SANDBOX, LIMITS, call, tokenFor } from "./native.mjs";
 import { codedError } from "../native.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
+import { statSync } from "node:fs";
 
 /** What `sandbox.exec` returns at most per stream, in characters (the rest is middle-truncated). */
 export const EXEC_MAX_OUTPUT_LENGTH = LIMITS.execMaxOutputLength;
@@ -16,6 +18,20 @@ export const EXEC_MAX_OUTPUT_LENGTH = LIMITS.execMaxOutputLength;
  *   the host's API keys are never passed on).
  */
 export function createLocalSandbox(config = {}) {
+  refuseUnknownKeys("createLocalSandbox", config, ["workingDirectory", "cwd", "env"]);
+  const dir = String(config.workingDirectory ?? config.cwd ?? "/tmp");
+  let stat;
+  try {
+    stat = statSync(dir);
+  } catch {
+    stat = undefined; // missing: created by the sandbox, as bashkit's is
+  }
+  if (stat && !stat.isDirectory()) {
+    throw codedError(
+      "cave_workspace_not_directory",
+      `cave_workspace_not_directory: createLocalSandbox workingDirectory ${JSON.stringify(dir)} is not a directory\nhint: pass a directory (or a path that does not exist yet: it is created)`,
+    );
+  }
   let handle;
   try {
     handle = new native.NativeSandbox({ workspace: String(config.workingDirectory ?? config.cwd ?? "/tmp"), env: config.env ?? undefined });

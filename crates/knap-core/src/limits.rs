@@ -176,3 +176,7 @@ pub const AI_OPENROUTER_RETRY_AFTER_MS: u64 = 5 * 60 * 1000;
 /// OpenRouter's registry: at most this many models are read, each context length at most this.
 pub const AI_OPENROUTER_MAX_MODELS: usize = 10_000;
 pub const AI_OPENROUTER_MAX_CONTEXT: u64 = 10_000_000;
+/// knap/ai-sdk: Glob paths returned at most (the newest), and Grep files / lines / counts
+/// returned without a `head_limit`, by default (`maxResults` per tool changes it). A cut list
+/// always ends with a note saying so (`text::search_truncated_note`).
+pub const AI_SDK_SEARCH_MAX_RESULTS: usize = 1_000;

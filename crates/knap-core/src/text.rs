@@ -166,3 +166,55 @@ pub mod ai {
     format!("Failed to delete {path}: {stderr}")
   }
 }
+
+/// The last thing the model reads from a Glob / Grep result that was cut at `shown` entries.
+/// `total` is the full count when known (Glob), `None` when the search stopped early (Grep).
+pub fn search_truncated_note(tool: &str, shown: usize, total: Option<usize>) -> String {
+  let n = group_thousands;
+  match (tool, total) {
+    ("Glob", Some(total)) => format!(
+      "Showing the {} newest of {} matching paths ({} more not listed). Narrow the pattern (e.g. \"src/**/*.ts\") or set path to a subdirectory; tools.Glob.maxResults raises the limit.",
+      n(shown),
+      n(total),
+      n(total.saturating_sub(shown))
+    ),
+    (_, Some(total)) => format!(
+      "Showing {} of {} results ({} more not listed). Narrow the search with path, glob or type, or page with offset and head_limit.",
+      n(shown),
+      n(total),
+      n(total.saturating_sub(shown))
+    ),
+    (_, None) => format!(
+      "Showing the first {} results; more matched. Narrow the search with path, glob or type, or page with offset and head_limit.",
+      n(shown)
+    ),
+  }
+}
+
+fn group_thousands(v: usize) -> String {
+  let digits = v.to_string();
+  let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+  for (i, c) in digits.chars().enumerate() {
+    if i > 0 && (digits.len() - i) % 3 == 0 {
+      out.push(',');
+    }
+    out.push(c);
+  }
+  out
+}
+
+#[cfg(test)]
+mod search_note_tests {
+  use super::*;
+
+  #[test]
+  fn glob_note_counts_what_was_left_out() {
+    assert_eq!(
+      search_truncated_note("Glob", 1000, Some(5708)),
+      "Showing the 1,000 newest of 5,708 matching paths (4,708 more not listed). Narrow the pattern (e.g. \"src/**/*.ts\") or set path to a subdirectory; tools.Glob.maxResults raises the limit."
+    );
+    assert!(search_truncated_note("Grep", 1000, None).starts_with("Showing the first 1,000 results; more matched."));
+    assert_eq!(group_thousands(1234567), "1,234,567");
+    assert_eq!(group_thousands(999), "999");
+  }
+}

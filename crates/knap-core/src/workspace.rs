@@ -80,7 +80,7 @@ impl Workspace {
     }
     let absolute = absolutize(&self.given);
     let path = std::fs::canonicalize(&absolute).map_err(|e| ToolError::from_io(&e, "realpath", &absolute))?;
-    let dir = open_path(&path, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+    let dir = open_path(&path, DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC)
       .map_err(|e| ToolError::from_io(&e, "open", &path))?;
     let root = Arc::new(Root { path, dir });
     *slot = Some(root.clone());
@@ -149,7 +149,7 @@ impl Workspace {
     let fd = open_beneath(
       &root,
       parent,
-      libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+      DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC,
       0,
     )
     .map_err(|e| map_open_error(e, candidate, "open", &resolved.abs))?;
@@ -232,6 +232,14 @@ fn open_path(path: &Path, flags: i32) -> io::Result<OwnedFd> {
   Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// How directories on the way are held: `O_PATH` on Linux (no read permission needed); a
+/// read-only descriptor elsewhere (macOS has no `O_PATH`: a directory the user cannot read cannot
+/// be walked there).
+#[cfg(target_os = "linux")]
+const DIR_HANDLE: i32 = libc::O_PATH;
+#[cfg(not(target_os = "linux"))]
+const DIR_HANDLE: i32 = libc::O_RDONLY;
+
 /// Opens `rel` (a canonical path relative to the root) without leaving the root.
 fn open_beneath(root: &Root, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
   let rel_c = if rel.as_os_str().is_empty() {
@@ -247,6 +255,7 @@ fn open_beneath(root: &Root, rel: &Path, flags: i32, mode: u32) -> io::Result<Ow
   }
 }
 
+#[cfg(all(target_os = "linux", not(knap_portable)))]
 #[repr(C)]
 struct OpenHow {
   flags: u64,
@@ -254,9 +263,21 @@ struct OpenHow {
   resolve: u64,
 }
 
+#[cfg(all(target_os = "linux", not(knap_portable)))]
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+#[cfg(all(target_os = "linux", not(knap_portable)))]
 const RESOLVE_BENEATH: u64 = 0x08;
 
+/// Where there is no openat2 (macOS, other Unixes; or Linux built with `--cfg knap_portable`, which
+/// CI uses to test this path), say so: `open_beneath` then walks with `O_NOFOLLOW`. Limit of that
+/// walk: it refuses a symlink swapped in at any component, but cannot refuse a hard link or a
+/// bind mount inside the workspace that points elsewhere (openat2 cannot either).
+#[cfg(any(not(target_os = "linux"), knap_portable))]
+fn openat2_beneath(_dirfd: RawFd, _rel: &CString, _flags: i32, _mode: u32) -> io::Result<OwnedFd> {
+  Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+#[cfg(all(target_os = "linux", not(knap_portable)))]
 fn openat2_beneath(dirfd: RawFd, rel: &CString, flags: i32, mode: u32) -> io::Result<OwnedFd> {
   let how = OpenHow {
     flags: flags as u64,
@@ -314,7 +335,7 @@ fn walk_nofollow(dirfd: RawFd, rel: &Path, flags: i32, mode: u32) -> io::Result<
     let f = if last {
       flags | libc::O_NOFOLLOW
     } else {
-      libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC
+      DIR_HANDLE | libc::O_NOFOLLOW | libc::O_CLOEXEC
     };
     let next = match openat(base, &c, f, mode) {
       // O_DIRECTORY|O_NOFOLLOW on a symlink fails with ENOTDIR: say it was a symlink.

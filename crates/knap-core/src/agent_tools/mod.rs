@@ -47,6 +47,9 @@ pub struct ToolConfig {
   pub max_line_length: Option<usize>,
   pub allowed_paths: Option<Vec<String>>,
   pub blocked_commands: Vec<String>,
+  /// Glob: paths returned at most, newest first (`None`: `AI_SDK_SEARCH_MAX_RESULTS`; `Some(0)`:
+  /// all). A cut list says so in `GlobOutput::note`.
+  pub max_results: Option<usize>,
 }
 
 /// One tool's configuration, compiled.
@@ -114,6 +117,10 @@ pub struct EditOutput {
 pub struct GlobOutput {
   pub matches: Vec<String>,
   pub search_path: String,
+  /// Every path that matched (more than `matches` holds when the list was cut).
+  pub total: usize,
+  /// Set when the list was cut: how many more matched and how to narrow (the model reads it last).
+  pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -655,11 +662,22 @@ impl AgentTools {
       }
       None => self.glob_with_find(&pattern, &search_path, &display, ms).await?,
     };
-    let matches = matches
+    let mut matches: Vec<String> = matches
       .into_iter()
       .filter(|m| self.keep_allowed(tool, &search_path, &display, m))
       .collect();
-    Ok(GlobOutput { matches, search_path })
+    // Bounded after the allowedPaths filter, so the counts never include hidden paths.
+    let total = matches.len();
+    let limit = match tool.config.max_results {
+      None => crate::limits::AI_SDK_SEARCH_MAX_RESULTS,
+      Some(0) => usize::MAX,
+      Some(n) => n,
+    };
+    let note = (total > limit).then(|| {
+      matches.truncate(limit);
+      crate::text::search_truncated_note("Glob", limit, Some(total))
+    });
+    Ok(GlobOutput { matches, search_path, total, note })
   }
 
   fn search_error(&self, e: &SandboxError, search_path: &str) -> String {

@@ -298,3 +298,81 @@ impl RunOptionsSpec {
     Ok(Some(Meter::new(denom, max, initial, floor)))
   }
 }
+
+/// The numeric run options with the reference's code for a bad value, and how to write a good one.
+const NUMERIC_OPTIONS: &[(&str, &str, &str, &str)] = &[
+  ("maxModelCalls", "cave_max_model_calls_invalid", "a positive integer", "maxModelCalls: 20"),
+  ("maxToolCalls", "cave_max_tool_calls_invalid", "a positive integer", "maxToolCalls: 40"),
+  ("deadlineMs", "cave_run_deadline_invalid", "a positive integer of milliseconds", "deadlineMs: 5000 (five seconds)"),
+  ("maxSubagentDepth", "cave_subagent_depth_limit_invalid", "a positive integer", "maxSubagentDepth: 2"),
+  ("maxCostUsd", "cave_budget_max_invalid", "a positive number of US dollars", "maxCostUsd: 0.5"),
+  ("budget.maxUsd", "cave_budget_max_invalid", "a positive number of US dollars", "budget: { maxUsd: 1 }"),
+  ("budget.maxTokens", "cave_budget_max_invalid", "a positive integer", "budget: { maxTokens: 100000 }"),
+  ("budget.initialUsd", "cave_budget_initial_invalid", "a number of US dollars", "budget: { maxUsd: 1, initialUsd: 0.2 }"),
+  ("budget.initialTokens", "cave_budget_initial_invalid", "a non-negative integer", "budget: { maxTokens: 100000, initialTokens: 0 }"),
+  ("budget.outputFloorTokens", "cave_budget_output_floor_invalid", "a positive integer", "budget: { outputFloorTokens: 256 }"),
+  ("breakers.repeatedToolCalls", "cave_breaker_threshold_invalid", "a positive integer", "breakers: { repeatedToolCalls: 3 }"),
+  ("breakers.repeatedToolCallWindowTurns", "cave_breaker_threshold_invalid", "a positive integer", "breakers: { repeatedToolCallWindowTurns: 8 }"),
+  ("breakers.noProgressTurns", "cave_breaker_threshold_invalid", "a positive integer", "breakers: { noProgressTurns: 3 }"),
+  ("breakers.maxToolCallsPerTurn", "cave_breaker_threshold_invalid", "a positive integer", "breakers: { maxToolCallsPerTurn: 16 }"),
+];
+
+/// JS's name for a JSON value's type, and the value itself, as an error shows what was received.
+pub fn describe_received(v: &Value) -> String {
+  let shown = {
+    let s = v.to_string();
+    if s.chars().count() > 60 {
+      format!("{}…", s.chars().take(60).collect::<String>())
+    } else {
+      s
+    }
+  };
+  match v {
+    Value::String(_) => format!("string {shown}"),
+    Value::Bool(_) => format!("boolean {shown}"),
+    Value::Array(_) => format!("array {shown}"),
+    Value::Object(_) => format!("object {shown}"),
+    Value::Null => "null".into(),
+    Value::Number(_) => format!("number {shown}"),
+  }
+}
+
+/// Why run options that failed to deserialize were refused, naming the field, the type it
+/// needs and the value received (serde's own error names neither field nor fix). `None` when
+/// no numeric option has the wrong type (the caller keeps serde's message then).
+pub fn explain_option_types(options: &Value) -> Option<OptionError> {
+  for (path, code, expected, example) in NUMERIC_OPTIONS {
+    let mut at = Some(options);
+    for part in path.split('.') {
+      at = at.and_then(|v| v.get(part));
+    }
+    match at {
+      None | Some(Value::Null) | Some(Value::Number(_)) => continue,
+      Some(v) => {
+        let mut e = OptionError::coded(*code, format!("{path} must be {expected}, received {}", describe_received(v)));
+        e.message.push_str(&format!("\nhint: {example}"));
+        return Some(e);
+      }
+    }
+  }
+  None
+}
+
+#[cfg(test)]
+mod option_type_tests {
+  use super::*;
+  use serde_json::json;
+
+  #[test]
+  fn a_string_deadline_names_the_field_the_type_and_the_fix() {
+    let e = explain_option_types(&json!({"runId": "r", "deadlineMs": "5s"})).expect("refused");
+    assert_eq!(e.code.as_str(), "cave_run_deadline_invalid");
+    assert_eq!(
+      e.message,
+      "cave_run_deadline_invalid: deadlineMs must be a positive integer of milliseconds, received string \"5s\"\nhint: deadlineMs: 5000 (five seconds)"
+    );
+    let e = explain_option_types(&json!({"budget": {"maxUsd": "1"}})).expect("refused");
+    assert!(e.message.starts_with("cave_budget_max_invalid: budget.maxUsd must be a positive number of US dollars, received string \"1\""));
+    assert!(explain_option_types(&json!({"deadlineMs": 5000, "budget": null})).is_none());
+  }
+}

@@ -160,6 +160,22 @@ async function timeIt(fn, runs, warmup = 1) {
   return { ms: median(times), last };
 }
 
+/** Times both sides in alternating rounds, so a change in the machine's load hits both alike. */
+async function timeBoth(fn, runs, warmup = 1) {
+  const sides = ["bashkit", "knap"];
+  for (let i = 0; i < warmup; i++) for (const side of sides) await fn(side);
+  const times = { bashkit: [], knap: [] };
+  const last = {};
+  for (let i = 0; i < runs; i++) {
+    for (const side of i % 2 ? [...sides].reverse() : sides) {
+      const t = performance.now();
+      last[side] = await fn(side);
+      times[side].push(performance.now() - t);
+    }
+  }
+  return { bashkit: { ms: median(times.bashkit), last: last.bashkit }, knap: { ms: median(times.knap), last: last.knap } };
+}
+
 // -------------------------------------------------------------------- child (memory) mode
 
 async function child(side, what) {
@@ -222,8 +238,7 @@ async function main() {
   const grepInput = (pattern) => ({ pattern, path: null, glob: null, type: null, output_mode: null, "-i": null, "-n": null, "-B": null, "-A": null, "-C": null, head_limit: null, offset: null, multiline: null });
 
   // Grep over the big tree (rg is the physical limit there: target within 1.2x).
-  const g = {};
-  for (const side of ["bashkit", "knap"]) g[side] = await timeIt(() => sides[side].big.Grep.execute(grepInput("needle_in_haystack"), opts), 7, 2);
+  const g = await timeBoth((side) => sides[side].big.Grep.execute(grepInput("needle_in_haystack"), opts), 7, 2);
   const same = JSON.stringify([...g.bashkit.last.files].sort()) === JSON.stringify([...g.knap.last.files].sort());
   add({
     name: `Grep, ${TREE_FILES.toLocaleString("en")} files (${g.knap.last.count} matching)`,
@@ -235,8 +250,7 @@ async function main() {
   });
 
   // Grep on a ~100-file workspace (process spawning dominates bashkit's).
-  const gs = {};
-  for (const side of ["bashkit", "knap"]) gs[side] = await timeIt(() => sides[side].small.Grep.execute(grepInput("return"), opts), 31, 3);
+  const gs = await timeBoth((side) => sides[side].small.Grep.execute(grepInput("return"), opts), 31, 3);
   add({
     name: `Grep, ${SMALL_FILES} files`,
     bashkit: fmtMs(gs.bashkit.ms),
@@ -247,8 +261,7 @@ async function main() {
   });
 
   // Glob over the big tree; a pattern under bashkit's 1,000 cap so both return the same set.
-  const gl = {};
-  for (const side of ["bashkit", "knap"]) gl[side] = await timeIt(() => sides[side].big.Glob.execute({ pattern: "*.toml", path: null }, opts), 11, 2);
+  const gl = await timeBoth((side) => sides[side].big.Glob.execute({ pattern: "*.toml", path: null }, opts), 11, 2);
   const globSame = JSON.stringify([...gl.bashkit.last.matches].sort()) === JSON.stringify([...gl.knap.last.matches].sort());
   add({
     name: `Glob \`*.toml\`, ${TREE_FILES.toLocaleString("en")} files (${gl.knap.last.count} matches)`,
@@ -259,8 +272,7 @@ async function main() {
     pass: gl.bashkit.ms >= 2 * gl.knap.ms && globSame,
   });
   // Every file: bashkit stops at 1,000; knap has no cap.
-  const ga = {};
-  for (const side of ["bashkit", "knap"]) ga[side] = await timeIt(() => sides[side].big.Glob.execute({ pattern: "**/*", path: null }, opts), 5, 1);
+  const ga = await timeBoth((side) => sides[side].big.Glob.execute({ pattern: "**/*", path: null }, opts), 5, 1);
   add({
     name: "Glob `**/*` (every file)",
     bashkit: `${fmtMs(ga.bashkit.ms)}, ${ga.bashkit.last.count} results`,

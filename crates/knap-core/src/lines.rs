@@ -90,6 +90,11 @@ pub struct LossyDecoder {
 }
 
 impl LossyDecoder {
+  /// No bytes are held from an earlier piece.
+  pub fn is_idle(&self) -> bool {
+    self.carry.is_empty()
+  }
+
   /// Appends the decodable part of `bytes` (after any held bytes) to `out`.
   pub fn push(&mut self, bytes: &[u8], out: &mut String) {
     if self.carry.is_empty() {

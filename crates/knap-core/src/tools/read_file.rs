@@ -151,7 +151,20 @@ impl NumberedSink<'_> {
       if line > self.offset {
         self.push(b"\n");
       }
-      self.push(format!("{line}\t").as_bytes());
+      // `<n>\t`, written without an allocation per line.
+      let mut digits = [0u8; 21];
+      let mut at = digits.len() - 1;
+      digits[at] = b'\t';
+      let mut n = line;
+      loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+          break;
+        }
+      }
+      self.push(&digits[at..]);
       self.line_open = true;
     }
   }
@@ -174,8 +187,13 @@ impl LineSink for NumberedSink<'_> {
     let n = line + 1;
     if self.selected(n) {
       self.open(n);
-      self.decoder.push(bytes, &mut self.decoded);
-      self.flush();
+      if self.decoder.is_idle() && std::str::from_utf8(bytes).is_ok() {
+        // The common case, valid UTF-8 with nothing held: no decoding copy.
+        self.push(bytes);
+      } else {
+        self.decoder.push(bytes, &mut self.decoded);
+        self.flush();
+      }
     }
     true
   }

@@ -73,11 +73,12 @@ test("an already-aborted signal never starts the command", async () => {
   assert.equal(fs.existsSync(ws.path("started.txt")), false);
 });
 
-test("a background child holding the pipe does not hang the call", async () => {
+test("a background child holding the pipe does not hang the call, and dies with it", async () => {
   const { bash } = toolsFor(ws);
   const text = await bash.execute({ command: "sleep 300 & echo $! > bg.pid; echo done" });
   assert.equal(text, "exit 0\ndone\n");
-  process.kill(Number(ws.read("bg.pid").trim()), "SIGKILL");
+  const pid = Number(ws.read("bg.pid").trim());
+  assert.throws(() => process.kill(pid, 0), (e) => e.code === "ESRCH", "killed when its shell exited");
 });
 
 test("the event loop keeps ticking while bash runs `sleep 2`", async () => {

@@ -54,7 +54,9 @@ export interface ToolDefinition<TInput = any, TResult = unknown> {
   execute(input: TInput, signal?: AbortSignal, context?: ToolExecutionContext): Promise<TResult>;
 }
 
-export declare function shellTools(options: ShellToolsOptions): ToolDefinition<any, string>[];
+/** The tools, plus knap's `close()`: kills every command still running (daemons included); later calls reject with `cave_shell_tools_closed`. */
+export type ShellToolSet = ToolDefinition<any, string>[] & { close(): Promise<void> };
+export declare function shellTools(options: ShellToolsOptions): ShellToolSet;
 export declare const NATIVE_TOOL: unique symbol;
 
 export interface ToolCallPolicyInput {

@@ -68,7 +68,7 @@ export function shellTools(options) {
   } catch (error) {
     rethrowNative(error);
   }
-  return toolset.specs().map((spec) => {
+  const tools = toolset.specs().map((spec) => {
     const name = spec.name;
     const execute = async (input, signal, _context) => {
       if (signal?.aborted) throw abortError(signal);
@@ -113,6 +113,11 @@ export function shellTools(options) {
     Object.defineProperty(tool, NATIVE_TOOL, { value: Object.freeze({ toolset, name, onOutput }) });
     return Object.freeze(tool);
   });
+  // knap: `close()` kills every command the tool set still runs (with the daemons they
+  // started); later calls reject with cave_shell_tools_closed. Not enumerable: the array is
+  // the reference's ToolDefinition[].
+  Object.defineProperty(tools, "close", { value: async () => toolset.close() });
+  return tools;
 }
 
 /**

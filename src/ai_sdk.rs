@@ -104,7 +104,8 @@ impl NativeSandbox {
     )
   }
 
-  /// Stops the commands Bash started with `run_in_background` (their process groups).
+  /// Kills every command still running (background runs included, with everything they
+  /// started), removes the background log files, refuses later commands.
   #[napi]
   pub fn destroy(&self) {
     self.inner.destroy();

@@ -161,6 +161,12 @@ impl NativeShellTools {
       .collect()
   }
 
+  /// Kills every command the tool set still runs (daemons included) and refuses later calls.
+  #[napi]
+  pub fn close(&self) {
+    self.inner.close();
+  }
+
   /// Runs one tool off the JS thread. `inputJson` is the tool input as JSON text.
   #[napi]
   pub async fn execute(

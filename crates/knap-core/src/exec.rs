@@ -1,10 +1,10 @@
 //! Where shell commands run and files are read and written: the `ExecutionBackend` seam of the
-//! reference (`exec`, `readFile`, `writeFile`). `LocalBackend` is this host: a command runs in
-//! its own process group with stdin closed and exactly the given environment, the whole group
-//! (and any descendant still attached to it) is killed on timeout or abort, at most
-//! `max_output_bytes` of stdout+stderr are kept while both pipes are drained to EOF, and a short
-//! grace period after exit covers pipes held open by background children. Other backends (HTTP,
-//! a user's JS object) implement the same trait in the binding.
+//! reference (`exec`, `readFile`, `writeFile`). `LocalBackend` is this host: a command runs
+//! under a launcher ([`crate::launch`]) with stdin closed and exactly the given environment;
+//! everything it started (daemons that `setsid` or double-fork included) is killed on timeout,
+//! abort, `close()` and when its shell exits; at most `max_output_bytes` of stdout+stderr are
+//! kept while both pipes are drained to EOF. Other backends (HTTP, a user's JS object) implement
+//! the same trait in the binding.
 
 use std::future::Future;
 use std::io::Read;
@@ -18,9 +18,10 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
+use crate::launch::{self, Contained, Lifetime};
 use crate::limits::{
-  EXEC_MAX_OUTPUT_BYTES, EXEC_MAX_TIMEOUT_MS, LOCAL_READ_FILE_MAX_BYTES, PIPE_DRAIN_AFTER_EXIT,
-  READ_CHUNK_BYTES,
+  EXEC_MAX_OUTPUT_BYTES, EXEC_MAX_TIMEOUT_MS, LAUNCHER_EXIT_GRACE, LOCAL_READ_FILE_MAX_BYTES,
+  PIPE_DRAIN_AFTER_EXIT, READ_CHUNK_BYTES,
 };
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -342,73 +343,12 @@ async fn drain<R: AsyncRead + Unpin, S: OutputSink>(mut pipe: R, sink: Arc<Mutex
   }
 }
 
+/// The backstop when a launcher does not exit after being told to kill: its process group.
 fn kill_group(pid: Option<u32>) {
   if let Some(pid) = pid {
-    kill_tree(pid as i32);
+    // SAFETY: plain syscall; a negative pid addresses the process group the launcher leads.
+    unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
   }
-}
-
-/// SIGKILLs the process group `leader` leads and every process descending from `leader` that
-/// is still attached to it by parentage, even if it moved to a group or session of its own
-/// (`setsid`). Repeated until a sweep finds nothing new, so a child forked mid-sweep dies too.
-/// A process that both left the group and lost its parent (a daemon that double-forked) is
-/// out of reach, as it is for the reference.
-pub fn kill_tree(leader: i32) {
-  if leader <= 0 {
-    return;
-  }
-  for _ in 0..8 {
-    let descendants = descendants_of(leader);
-    // SAFETY: plain syscalls; a negative pid addresses the process group the child leads.
-    unsafe {
-      libc::kill(-leader, libc::SIGKILL);
-      for &pid in &descendants {
-        libc::kill(pid, libc::SIGKILL);
-      }
-    }
-    if descendants.is_empty() {
-      return;
-    }
-  }
-}
-
-/// Live processes (not zombies) below `root` in the parent tree, read from `/proc`.
-fn descendants_of(root: i32) -> Vec<i32> {
-  let Ok(dir) = std::fs::read_dir("/proc") else {
-    return Vec::new();
-  };
-  let mut parent_of: Vec<(i32, i32)> = Vec::new();
-  for entry in dir.flatten() {
-    let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-      continue;
-    };
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-      continue;
-    };
-    // `pid (comm) state ppid …`; comm may hold spaces or parentheses, so split after the last `)`.
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-      continue;
-    };
-    let mut fields = rest.split_whitespace();
-    let state = fields.next().unwrap_or("");
-    let ppid = fields.next().and_then(|p| p.parse::<i32>().ok()).unwrap_or(0);
-    if state != "Z" && state != "X" {
-      parent_of.push((pid, ppid));
-    }
-  }
-  let mut found = vec![root];
-  let mut i = 0;
-  while i < found.len() {
-    let p = found[i];
-    for &(pid, ppid) in &parent_of {
-      if ppid == p && !found.contains(&pid) {
-        found.push(pid);
-      }
-    }
-    i += 1;
-  }
-  found.remove(0);
-  found
 }
 
 async fn exec_local(req: ExecRequest) -> ExecResult {
@@ -450,9 +390,13 @@ pub struct LocalRun {
   pub spawn_error: Option<String>,
 }
 
-/// Runs `req` on this host as `LocalBackend` does (own process group, stdin closed, env
-/// cleared to `req.env`, the group killed on timeout or cancellation, both pipes drained to
-/// EOF with a short grace period after exit) and feeds every output byte to `sink`.
+/// Runs `req` on this host as `LocalBackend` does and feeds every output byte to `sink`: a
+/// launcher ([`crate::launch`]) runs the program with stdin closed and exactly `req.env`, and on
+/// timeout, cancellation or the shell's exit kills everything the command started (daemons that
+/// `setsid` or double-fork included). Both pipes are drained to EOF: once the launcher reports
+/// that none of the command's processes is left, nothing else can hold them, so there is no
+/// deadline (no output is lost however loaded the machine); only when it cannot say so (it was
+/// killed from outside) does a short grace period apply.
 /// `req.max_output_bytes` is not used here: bounding memory is the sink's job.
 pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) -> LocalRun {
   if req.cancel.is_cancelled() {
@@ -462,18 +406,8 @@ pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) ->
       ..Default::default()
     };
   }
-  let mut cmd = tokio::process::Command::new(&req.command);
-  cmd
-    .args(&req.args)
-    .current_dir(&req.cwd)
-    .env_clear()
-    .envs(req.env.iter().map(|(k, v)| (k, v)))
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .process_group(0);
-  let mut child = match cmd.spawn() {
-    Ok(child) => child,
+  let (mut child, handle) = match spawn_contained(req, Lifetime::Call, Stdio::piped(), Stdio::piped()) {
+    Ok(pair) => pair,
     Err(err) => {
       return LocalRun {
         // Node's wording (`spawn /bin/sh ENOENT`), which the reference passes on as stderr.
@@ -503,12 +437,17 @@ pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) ->
     _ = req.cancel.cancelled() => { aborted = true; None }
   };
   if status.is_none() {
-    kill_group(pid);
-    let _ = child.wait().await;
+    handle.kill();
+    // The launcher sweeps and exits at once; one stopped or stuck gets its group killed.
+    if tokio::time::timeout(LAUNCHER_EXIT_GRACE, child.wait()).await.is_err() {
+      kill_group(pid);
+      let _ = child.wait().await;
+    }
   }
-  // Background children may hold the pipes open after the shell exits: wait briefly, then stop.
   let drain_all = futures_join(readers);
-  if tokio::time::timeout(PIPE_DRAIN_AFTER_EXIT, drain_all.0)
+  if handle.swept() {
+    drain_all.0.await;
+  } else if tokio::time::timeout(PIPE_DRAIN_AFTER_EXIT, drain_all.0)
     .await
     .is_err()
   {
@@ -533,6 +472,66 @@ pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) ->
     aborted,
     spawn_error: None,
   }
+}
+
+/// Spawns `req` contained by a launcher with the given lifetime and stdout/stderr: the one way
+/// knap starts a local command (`bash`, the AI SDK sandbox, command sessions). Keep the returned
+/// handle while the command may run: dropping it or [`Contained::kill`] kills the command and
+/// everything it started. A program that does not exist or cannot be executed is an `Err`, as a
+/// failed exec would be.
+pub fn spawn_contained(
+  req: &ExecRequest,
+  lifetime: Lifetime,
+  stdout: Stdio,
+  stderr: Stdio,
+) -> std::io::Result<(tokio::process::Child, Arc<Contained>)> {
+  let program = resolve_program(&req.command, &req.env)?;
+  let mut cmd = tokio::process::Command::new(&program);
+  cmd
+    .args(&req.args)
+    .current_dir(&req.cwd)
+    .env_clear()
+    .stdin(Stdio::null())
+    .stdout(stdout)
+    .stderr(stderr)
+    .process_group(0);
+  let pending = launch::contain(&mut cmd, &program, &req.args, &req.env, lifetime)?;
+  let child = cmd.spawn()?;
+  let pid = child.id().unwrap_or(0);
+  Ok((child, pending.started(pid)))
+}
+
+/// The program `execvp` would run: a path with a `/` as given, else the first executable match
+/// on the request's `PATH` (`/usr/bin:/bin` without one). The launcher execs it directly.
+fn resolve_program(command: &str, env: &[(String, String)]) -> std::io::Result<PathBuf> {
+  let executable = |p: &Path| {
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
+      return false;
+    };
+    // SAFETY: NUL-terminated path.
+    p.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0
+  };
+  if command.contains('/') {
+    let p = PathBuf::from(command);
+    return if executable(&p) {
+      Ok(p)
+    } else if p.exists() {
+      Err(std::io::Error::from_raw_os_error(libc::EACCES))
+    } else {
+      Err(std::io::Error::from_raw_os_error(libc::ENOENT))
+    };
+  }
+  let path = env
+    .iter()
+    .rev()
+    .find(|(k, _)| k == "PATH")
+    .map(|(_, v)| v.as_str())
+    .unwrap_or("/usr/bin:/bin");
+  path
+    .split(':')
+    .map(|dir| Path::new(if dir.is_empty() { "." } else { dir }).join(command))
+    .find(|p| executable(p))
+    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT))
 }
 
 /// Awaits every reader; returns the join future and abort handles for the ones still running.

@@ -15,6 +15,7 @@ pub mod error;
 pub mod exec;
 pub mod glob;
 pub mod kernel;
+pub mod launch;
 pub mod limits;
 pub mod lines;
 pub mod policy;

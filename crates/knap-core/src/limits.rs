@@ -15,8 +15,11 @@ pub const CAP_READ_TOOL_OUTPUT: usize = 24_000;
 pub const BASH_TIMEOUT_MS: u64 = 120_000;
 /// Combined stdout+stderr bytes a process may leave in memory (`PROCESS_CAPTURE_MAX_BYTES`).
 pub const PROCESS_CAPTURE_MAX_BYTES: usize = 4 * 1024 * 1024;
-/// After the shell exits, how long to wait for pipes that background children keep open.
+/// After a command ends, how long to wait for its pipes when its launcher could not report that
+/// none of its processes is left (it was killed from outside); otherwise they are read to EOF.
 pub const PIPE_DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
+/// How long a launcher told to kill its command may take to exit before its group is SIGKILLed.
+pub const LAUNCHER_EXIT_GRACE: Duration = Duration::from_secs(5);
 /// Read size for process pipes and file streaming.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
-use crate::exec::{run_local, ExecRequest, OutputSink};
+use crate::exec::{run_local, spawn_contained, ExecRequest, OutputSink};
+use crate::launch::{Lifetime, Scope};
 use crate::lines::{scan, LineSink};
 use crate::truncate::{cut_line, middle_truncate, utf16_prefix, utf16_units_of_byte, HeadTail};
 use crate::workspace::{replace_atomically, Resolved, Workspace};
@@ -111,8 +112,12 @@ pub struct ReadText {
 pub struct LocalSandbox {
   workspace: Workspace,
   env: Vec<(String, String)>,
-  /// Process groups started by Bash's `run_in_background` (stopped by `destroy`).
-  background: Mutex<Vec<u32>>,
+  /// Bash's `run_in_background` runs, kept (alive) until they end or `destroy`.
+  background: Scope,
+  /// Fired by `destroy`: running commands are killed, later ones refused.
+  closed: CancellationToken,
+  /// Log files of background runs, removed by `destroy`.
+  logs: Mutex<Vec<PathBuf>>,
 }
 
 impl LocalSandbox {
@@ -120,8 +125,17 @@ impl LocalSandbox {
     Self {
       workspace: Workspace::new(root),
       env,
-      background: Mutex::new(Vec::new()),
+      background: Scope::new(),
+      closed: CancellationToken::new(),
+      logs: Mutex::default(),
     }
+  }
+
+  fn refuse_closed(&self) -> Result<(), ToolError> {
+    if self.closed.is_cancelled() {
+      return Err(ToolError::coded("cave_sandbox_destroyed"));
+    }
+    Ok(())
   }
 
   /// `createLocalSandbox`: the directory is created if missing (bashkit's default `/tmp`), then
@@ -140,57 +154,63 @@ impl LocalSandbox {
     Ok(sb)
   }
 
-  /// Starts `command` in its own session (`setsid`), stdin closed, stdout and stderr to `log`;
-  /// returns its pid (also its process group) at once. A thread reaps it when it ends.
+  /// Starts `/bin/sh -c command` in the background under a launcher ([`Lifetime::Background`]):
+  /// stdin closed, stdout and stderr to `log` (created, 0600, never through a symlink). Returns
+  /// the launcher's pid at once: `kill <pid>` (SIGTERM) stops the command and everything it
+  /// started, as does [`LocalSandbox::destroy`]. Must be called inside a tokio runtime.
   pub fn spawn_background(&self, command: &str, log: &str) -> Result<u32, ToolError> {
-    use std::os::unix::process::CommandExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    self.refuse_closed()?;
     let root = self.workspace.root()?;
-    let out = std::fs::File::create(log).map_err(|e| ToolError::from_io(&e, "open", Path::new(log)))?;
+    let create = || {
+      std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(log)
+    };
+    // A file of that name left by an earlier process (the name is pid and counter) is replaced;
+    // one we may not remove (another user's, in a sticky /tmp) fails the start.
+    let out = match create() {
+      Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => std::fs::remove_file(log).and_then(|_| create()),
+      other => other,
+    }
+    .map_err(|e| ToolError::from_io(&e, "open", Path::new(log)))?;
     let err = out
       .try_clone()
       .map_err(|e| ToolError::from_io(&e, "dup", Path::new(log)))?;
-    let mut cmd = std::process::Command::new("/bin/sh");
-    cmd
-      .arg("-c")
-      .arg(command)
-      .current_dir(&root.path)
-      .env_clear()
-      .envs(self.env.iter().cloned())
-      .stdin(std::process::Stdio::null())
-      .stdout(out)
-      .stderr(err);
-    // SAFETY: setsid is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-      cmd.pre_exec(|| {
-        libc::setsid();
-        Ok(())
-      });
-    }
-    let mut child = cmd
-      .spawn()
+    self.logs.lock().unwrap_or_else(|e| e.into_inner()).push(PathBuf::from(log));
+    let req = ExecRequest {
+      command: "/bin/sh".into(),
+      args: vec!["-c".into(), command.to_string()],
+      cwd: root.path.clone(),
+      env: self.env.clone(),
+      timeout: Duration::MAX,
+      max_output_bytes: 0,
+      cancel: CancellationToken::new(),
+    };
+    let (mut child, handle) = spawn_contained(&req, Lifetime::Background, out.into(), err.into())
       .map_err(|e| ToolError::from_io(&e, "spawn", Path::new("/bin/sh")))?;
-    let pid = child.id();
-    self
-      .background
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
-      .push(pid);
-    std::thread::spawn(move || {
-      let _ = child.wait();
+    self.background.adopt(&handle);
+    let pid = handle.pid();
+    // The scope keeps the handle (dropping it would kill) until the launcher ends.
+    let scope = self.background.clone();
+    tokio::spawn(async move {
+      let _ = child.wait().await;
+      scope.forget(&handle);
     });
     Ok(pid)
   }
 
-  /// `sandbox.destroy()`: kills the process groups Bash started in the background.
+  /// `sandbox.destroy()`: kills every command the sandbox still runs, background runs included,
+  /// with everything they started; removes the background log files; refuses later commands.
+  /// Idempotent.
   pub fn destroy(&self) {
-    let pids = std::mem::take(&mut *self.background.lock().unwrap_or_else(|e| e.into_inner()));
-    for pid in pids {
-      // SAFETY: plain syscalls; a negative pid addresses the process group the command leads.
-      unsafe {
-        if libc::kill(-(pid as i32), libc::SIGKILL) != 0 {
-          libc::kill(pid as i32, libc::SIGKILL);
-        }
-      }
+    self.closed.cancel();
+    self.background.close();
+    for log in std::mem::take(&mut *self.logs.lock().unwrap_or_else(|e| e.into_inner())) {
+      let _ = std::fs::remove_file(log);
     }
   }
 
@@ -205,6 +225,8 @@ impl LocalSandbox {
   }
 
   pub async fn exec(&self, opts: ExecOptions) -> Result<ExecOutcome, ToolError> {
+    self.refuse_closed()?;
+    let linked = crate::launch::link(&opts.cancel, &self.closed);
     let root = self.workspace.root()?;
     let cwd = match &opts.cwd {
       None => root.path.clone(),
@@ -227,7 +249,7 @@ impl LocalSandbox {
       env: self.env.clone(),
       timeout: opts.timeout,
       max_output_bytes: 0,
-      cancel: opts.cancel.clone(),
+      cancel: linked.token.clone(),
     };
     let sink = Arc::new(Mutex::new(StreamPair {
       stdout: HeadTail::for_units(opts.max_output_units),

@@ -146,6 +146,9 @@ pub struct ShellTools {
   store: Option<OutputStore>,
   backend: Arc<dyn ExecutionBackend>,
   sessions: Option<Arc<CommandSessionRuntime>>,
+  /// Fired by `close()`: running calls are aborted (bash kills what it started), later calls
+  /// refused.
+  closed: CancellationToken,
 }
 
 impl ShellTools {
@@ -190,7 +193,14 @@ impl ShellTools {
       store,
       backend: config.backend,
       sessions: config.command_sessions,
+      closed: CancellationToken::new(),
     })
+  }
+
+  /// Kills every command this tool set still runs (and everything they started) and refuses
+  /// later calls with `cave_shell_tools_closed`. Idempotent.
+  pub fn close(&self) {
+    self.closed.cancel();
   }
 
   pub fn selected(&self) -> &[ShellToolName] {
@@ -311,9 +321,14 @@ impl ShellTools {
     let tool = ShellToolName::parse(name)
       .filter(|t| self.selected.contains(t))
       .ok_or_else(|| ToolError::coded(format!("cave_shell_tool_unknown:{name}")))?;
+    if self.closed.is_cancelled() {
+      return Err(ToolError::coded("cave_shell_tools_closed"));
+    }
     if cancel.is_cancelled() {
       return Err(aborted());
     }
+    let linked = crate::launch::link(&cancel, &self.closed);
+    let cancel = linked.token.clone();
     match tool {
       ShellToolName::ReadFile => read_file::run(self, input, cancel).await,
       ShellToolName::Grep => grep::run(self, input, cancel).await,

@@ -124,6 +124,13 @@ export declare class NativeSandbox {
    * `maxOutputLength` UTF-16 code units (only a head and a tail are ever held).
    */
   exec(command: string, timeoutMs?: number | undefined | null, cwd?: string | undefined | null, maxOutputLength?: number | undefined | null, cancel?: CancelToken | undefined | null): Promise<BindingExecResult>
+  /** Starts `/bin/sh -c command` in the background, its output to a new log file. */
+  startBackground(command: string): Promise<BindingBackground>
+  /**
+   * Kills every command still running (background runs included, with all they started),
+   * removes the background log files, refuses later commands.
+   */
+  close(): void
   readFile(path: string): Promise<string>
   writeFile(path: string, content: string): Promise<void>
   readDir(path: string): Promise<Array<string>>
@@ -138,6 +145,8 @@ export declare class NativeShellTools {
   /** The id the kernel uses to run these tools natively. */
   get id(): number
   specs(): Array<BindingToolSpec>
+  /** Kills every command the tool set still runs (daemons included) and refuses later calls. */
+  close(): void
   /** Runs one tool off the JS thread. `inputJson` is the tool input as JSON text. */
   execute(name: string, inputJson: string, cancel?: CancelToken | undefined | null): Promise<BindingToolResult>
 }
@@ -313,6 +322,12 @@ export interface BindingBackendReply {
   message?: string
   exec?: BindingBackendExecResult
   data?: Buffer
+}
+
+export interface BindingBackground {
+  /** `kill <pid>` stops the command and everything it started. */
+  pid: number
+  logFile: string
 }
 
 export interface BindingCodingLimits {

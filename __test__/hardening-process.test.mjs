@@ -101,6 +101,8 @@ test("AI SDK sandbox: background runs keep their daemons until destroy(), which 
   assert.equal(running(fgPid), false);
   await sandbox.destroy();
   assert.deepEqual(await survivors(ws), []);
+  // The launcher exits right after its sweep.
+  for (let i = 0; i < 200 && running(out.background.pid); i++) await sleep(25);
   assert.equal(running(out.background.pid), false);
   assert.equal(fs.existsSync(out.background.output_file), false, "the log file was removed");
 });
@@ -140,7 +142,11 @@ function probeScript(dir) {
     `import { shellTools } from ${JSON.stringify(lib)};
 const [bash] = shellTools({ workspace: ${JSON.stringify(dir)}, tools: ["bash"] });
 const secret = process.env.KNAP_PROBE_SECRET; // read, as an app would
-process.stdout.write(await bash.execute({ command: ${JSON.stringify(PROBE)}, timeoutMs: 60000 }) + "\\n");
+// The probe's output is large (every process's environment): it goes to a file, not the capped result.
+const status = await bash.execute({ command: "{ " + ${JSON.stringify(PROBE)} + "; } > probe-" + process.getuid() + ".out 2>&1", timeoutMs: 60000 });
+if (status !== "exit 0\\n(no output)") { console.error(status); process.exit(2); }
+const fs = await import("node:fs");
+process.stdout.write(fs.readFileSync(${JSON.stringify(dir)} + "/probe-" + process.getuid() + ".out", "utf8"));
 if (!secret) process.exit(3);
 `,
   );
@@ -152,6 +158,7 @@ function runProbe(argv, secret) {
   const r = spawnSync(argv[0], argv.slice(1), {
     env: { PATH: process.env.PATH, HOME: os.tmpdir(), KNAP_PROBE_SECRET: secret },
     encoding: "utf8",
+    maxBuffer: 256 * 1024 * 1024,
     timeout: 120_000,
   });
   assert.equal(r.status, 0, r.stderr);

@@ -117,20 +117,16 @@ export declare class NativeSandbox {
   constructor(options: BindingSandboxOptions)
   /** The canonical workspace directory. */
   get root(): string
-  /** Stops the commands Bash started with `run_in_background` (their process groups). */
+  /**
+   * Kills every command still running (background runs included, with everything they
+   * started), removes the background log files, refuses later commands.
+   */
   destroy(): void
   /**
    * Runs `/bin/sh -c command`; each stream comes back through `middleTruncate` at
    * `maxOutputLength` UTF-16 code units (only a head and a tail are ever held).
    */
   exec(command: string, timeoutMs?: number | undefined | null, cwd?: string | undefined | null, maxOutputLength?: number | undefined | null, cancel?: CancelToken | undefined | null): Promise<BindingExecResult>
-  /** Starts `/bin/sh -c command` in the background, its output to a new log file. */
-  startBackground(command: string): Promise<BindingBackground>
-  /**
-   * Kills every command still running (background runs included, with all they started),
-   * removes the background log files, refuses later commands.
-   */
-  close(): void
   readFile(path: string): Promise<string>
   writeFile(path: string, content: string): Promise<void>
   readDir(path: string): Promise<Array<string>>
@@ -322,12 +318,6 @@ export interface BindingBackendReply {
   message?: string
   exec?: BindingBackendExecResult
   data?: Buffer
-}
-
-export interface BindingBackground {
-  /** `kill <pid>` stops the command and everything it started. */
-  pid: number
-  logFile: string
 }
 
 export interface BindingCodingLimits {

@@ -22,7 +22,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
-use crate::exec::kill_tree;
+use crate::exec::{spawn_contained, ExecRequest};
+use crate::launch::{Contained, Lifetime};
 use crate::limits::{
   COMMAND_SESSION_FORCE_FINALIZE, MAX_SAFE_INTEGER, PIPE_DRAIN_AFTER_EXIT, READ_CHUNK_BYTES,
 };
@@ -777,26 +778,22 @@ impl CommandSessionRuntime {
       stdin: tokio::sync::Mutex::new(None),
       kill: CancellationToken::new(),
     });
-    let mut cmd = tokio::process::Command::new(&spec.command);
-    cmd
-      .args(&spec.args)
-      .current_dir(&spec.cwd)
-      .env_clear()
-      .envs(spec.env.iter().map(|(k, v)| (k, v)))
-      .stdin(if spec.stdin_pipe {
-        Stdio::piped()
-      } else {
-        Stdio::null()
-      })
-      .stdout(Stdio::piped())
-      .stderr(Stdio::piped())
-      .process_group(0)
-      .kill_on_drop(false);
-    match cmd.spawn() {
-      Ok(mut child) => {
+    // The launcher (crate::launch) kills everything the session started when it ends.
+    let req = ExecRequest {
+      command: spec.command.clone(),
+      args: spec.args.clone(),
+      cwd: spec.cwd.clone(),
+      env: spec.env.clone(),
+      timeout: spec.timeout,
+      max_output_bytes: 0,
+      cancel: CancellationToken::new(),
+    };
+    let stdin = if spec.stdin_pipe { Stdio::piped() } else { Stdio::null() };
+    match spawn_contained(&req, Lifetime::Call, [stdin, Stdio::piped(), Stdio::piped()]) {
+      Ok((mut child, handle)) => {
         *session.stdin.lock().await = child.stdin.take();
         self.pool().sessions.push(session.clone());
-        tokio::spawn(supervise(session, child, spec.timeout, cancel));
+        tokio::spawn(supervise(session, child, handle, spec.timeout, cancel));
       }
       Err(err) => {
         let name = crate::error::errno_name(&err);
@@ -1094,15 +1091,15 @@ async fn pump(session: Arc<Session>, mut pipe: impl tokio::io::AsyncRead + Unpin
   }
 }
 
-/// Runs one session to its end: exit (100 ms for trailing output, then the group is killed so
-/// background children are not kept), hard timeout, `kill`/`close`, or the start signal.
+/// Runs one session to its end: exit (its launcher has then killed what the command left
+/// behind, so the output is read to EOF), hard timeout, `kill`/`close`, or the start signal.
 async fn supervise(
   session: Arc<Session>,
   mut child: tokio::process::Child,
+  handle: Arc<Contained>,
   timeout: Duration,
   cancel: Option<CancellationToken>,
 ) {
-  let pid = child.id().map(|p| p as i32).unwrap_or(0);
   let mut readers = Vec::new();
   if let Some(out) = child.stdout.take() {
     readers.push(tokio::spawn(pump(session.clone(), out)));
@@ -1129,9 +1126,13 @@ async fn supervise(
   };
   let (state, code, sig) = match end {
     End::Exit(status) => {
-      // Trailing output; pipes that close earlier finalize at once.
-      let _ = tokio::time::timeout(PIPE_DRAIN_AFTER_EXIT, drained).await;
-      kill_tree(pid);
+      // No process of the command is left once the launcher says so: read to EOF. Otherwise
+      // (it was killed from outside) trailing output gets a short grace.
+      if handle.swept() {
+        drained.await;
+      } else {
+        let _ = tokio::time::timeout(PIPE_DRAIN_AFTER_EXIT, drained).await;
+      }
       let code = status.and_then(|s| s.code());
       let sig = status
         .and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s))
@@ -1143,7 +1144,7 @@ async fn supervise(
         let mut st = session.lock_status();
         st.state = state;
       }
-      kill_tree(pid);
+      handle.kill();
       let _ = tokio::time::timeout(COMMAND_SESSION_FORCE_FINALIZE, child.wait()).await;
       let _ = tokio::time::timeout(PIPE_DRAIN_AFTER_EXIT, drained).await;
       (state, None, Some(signal_name(libc::SIGKILL)))

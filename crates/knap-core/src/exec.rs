@@ -406,7 +406,8 @@ pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) ->
       ..Default::default()
     };
   }
-  let (mut child, handle) = match spawn_contained(req, Lifetime::Call, Stdio::piped(), Stdio::piped()) {
+  let stdio = [Stdio::null(), Stdio::piped(), Stdio::piped()];
+  let (mut child, handle) = match spawn_contained(req, Lifetime::Call, stdio) {
     Ok(pair) => pair,
     Err(err) => {
       return LocalRun {
@@ -474,7 +475,8 @@ pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) ->
   }
 }
 
-/// Spawns `req` contained by a launcher with the given lifetime and stdout/stderr: the one way
+/// Spawns `req` contained by a launcher with the given lifetime and stdin/stdout/stderr (only
+/// `command`, `args`, `cwd` and `env` are read): the one way
 /// knap starts a local command (`bash`, the AI SDK sandbox, command sessions). Keep the returned
 /// handle while the command may run: dropping it or [`Contained::kill`] kills the command and
 /// everything it started. A program that does not exist or cannot be executed is an `Err`, as a
@@ -482,8 +484,7 @@ pub async fn run_local<S: OutputSink>(req: &ExecRequest, sink: Arc<Mutex<S>>) ->
 pub fn spawn_contained(
   req: &ExecRequest,
   lifetime: Lifetime,
-  stdout: Stdio,
-  stderr: Stdio,
+  [stdin, stdout, stderr]: [Stdio; 3],
 ) -> std::io::Result<(tokio::process::Child, Arc<Contained>)> {
   let program = resolve_program(&req.command, &req.env)?;
   let mut cmd = tokio::process::Command::new(&program);
@@ -491,7 +492,7 @@ pub fn spawn_contained(
     .args(&req.args)
     .current_dir(&req.cwd)
     .env_clear()
-    .stdin(Stdio::null())
+    .stdin(stdin)
     .stdout(stdout)
     .stderr(stderr)
     .process_group(0);

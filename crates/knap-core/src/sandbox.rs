@@ -190,7 +190,7 @@ impl LocalSandbox {
       max_output_bytes: 0,
       cancel: CancellationToken::new(),
     };
-    let (mut child, handle) = spawn_contained(&req, Lifetime::Background, out.into(), err.into())
+    let (mut child, handle) = spawn_contained(&req, Lifetime::Background, [std::process::Stdio::null(), out.into(), err.into()])
       .map_err(|e| ToolError::from_io(&e, "spawn", Path::new("/bin/sh")))?;
     self.background.adopt(&handle);
     let pid = handle.pid();

@@ -145,11 +145,22 @@ impl Scope {
 pub struct Linked {
   pub token: tokio_util::sync::CancellationToken,
   task: tokio::task::JoinHandle<()>,
+  detached: bool,
+}
+
+impl Linked {
+  /// Keeps the link after this value goes (for a token that outlives its call, such as the one
+  /// a command session watches); the link ends when either token fires.
+  pub fn detach(mut self) {
+    self.detached = true;
+  }
 }
 
 impl Drop for Linked {
   fn drop(&mut self) {
-    self.task.abort();
+    if !self.detached {
+      self.task.abort();
+    }
   }
 }
 
@@ -163,7 +174,11 @@ pub fn link(call: &tokio_util::sync::CancellationToken, closed: &tokio_util::syn
       _ = t.cancelled() => {}
     }
   });
-  Linked { token, task }
+  Linked {
+    token,
+    task,
+    detached: false,
+  }
 }
 
 /// What the launcher writes once its sweep is done.

@@ -332,7 +332,14 @@ impl ShellTools {
     match tool {
       ShellToolName::ReadFile => read_file::run(self, input, cancel).await,
       ShellToolName::Grep => grep::run(self, input, cancel).await,
-      ShellToolName::Bash => bash::run(self, input, cancel).await,
+      ShellToolName::Bash => {
+        let out = bash::run(self, input, cancel).await;
+        // A session started with `yieldTimeMs` keeps watching the call's signal after the call.
+        if self.sessions.is_some() && input.get("yieldTimeMs").is_some() {
+          linked.detach();
+        }
+        out
+      }
       ShellToolName::WriteFile => write_file::run(self, input).await,
       ShellToolName::EditFile => edit_file::run(self, input).await,
       ShellToolName::ReadToolOutput => read_tool_output::run(self, input),

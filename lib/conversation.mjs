@@ -6,9 +6,9 @@ import { codedError } from "./native.mjs";
 const STATE = Symbol("knap.conversation");
 
 class Conversation {
-  constructor() {
-    this.sessionId = `conversation-${randomUUID()}`;
-    Object.defineProperty(this, STATE, { value: { messages: [], inUse: false } });
+  constructor(sessionId = `conversation-${randomUUID()}`, messages = []) {
+    this.sessionId = sessionId;
+    Object.defineProperty(this, STATE, { value: { messages, inUse: false } });
   }
 
   /** The messages so far (a copy). */
@@ -19,6 +19,18 @@ class Conversation {
 
 export function createConversation() {
   return new Conversation();
+}
+
+/**
+ * `restoreConversation(checkpoint)`: a Conversation at a journaled checkpoint
+ * (`{sessionId, messages}`, e.g. `run_completed.conversation`), as serve sessions rebuild theirs.
+ */
+export function restoreConversation(checkpoint) {
+  const { sessionId, messages } = checkpoint ?? {};
+  if (typeof sessionId !== "string" || sessionId === "" || !Array.isArray(messages)) {
+    throw codedError("cave_durable_conversation_invalid", "cave_durable_conversation_invalid: a checkpoint needs a sessionId and a messages array");
+  }
+  return new Conversation(sessionId, structuredClone(messages));
 }
 
 /** Takes the conversation for one run; returns its history and a `finish(messages?)` to release it. */

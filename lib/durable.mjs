@@ -4,6 +4,9 @@
 import path from "node:path";
 import { randomUUID } from "node:crypto";
 import { native, codedError, call } from "./native.mjs";
+import { durableRunSummary, durableInputIsReplayable } from "./durable-summary.mjs";
+
+export { durableRunSummary, durableInputIsReplayable };
 
 const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 const TABLE = /^[a-z_][a-z0-9_]{0,54}$/;
@@ -93,14 +96,17 @@ export class SqlDurableStore {
     this.#ttl = leaseTtlMs;
   }
 
-  /** The DDL to run once (the store never issues DDL itself). */
+  /**
+   * The DDL to run once, as ONE string of statements (the store never issues DDL itself):
+   * `pool.query(SqlDurableStore.schema("postgres"))`, `db.exec(SqlDurableStore.schema("sqlite"))`.
+   */
   static schema(dialect, table = "caveman_durable_journal") {
-    if (dialect !== "sqlite" && dialect !== "postgres") throw codedError("cave_durable_sql_dialect_unsupported");
-    if (!TABLE.test(table)) throw codedError("cave_durable_sql_table_invalid");
-    return [
-      `CREATE TABLE IF NOT EXISTS ${table} (run_id TEXT NOT NULL, seq BIGINT NOT NULL, line TEXT NOT NULL, PRIMARY KEY (run_id, seq))`,
-      `CREATE TABLE IF NOT EXISTS ${table}_leases (run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at BIGINT NOT NULL)`,
-    ];
+    if (dialect !== "sqlite" && dialect !== "postgres") throw codedError("cave_durable_sql_dialect_unsupported", `cave_durable_sql_dialect_unsupported: ${JSON.stringify(dialect)}`);
+    if (typeof table !== "string" || !TABLE.test(table)) throw codedError("cave_durable_sql_table_invalid", `cave_durable_sql_table_invalid: ${JSON.stringify(table)}`);
+    return (
+      `CREATE TABLE IF NOT EXISTS ${table} (run_id TEXT NOT NULL, seq BIGINT NOT NULL, line TEXT NOT NULL, PRIMARY KEY (run_id, seq));\n` +
+      `CREATE TABLE IF NOT EXISTS ${table}_leases (run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at BIGINT NOT NULL);\n`
+    );
   }
 
   #sql(text) {
@@ -248,4 +254,122 @@ export function jsStoreHook(store) {
       return { error: { message, code: typeof error?.code === "string" ? error.code : undefined } };
     }
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summaries and control requests (`durable-control.ts`). The journal is read and the lines are
+// built in Rust; these functions only move lines between the store and the core.
+
+/** `DURABLE_CANCELLED_CODE`. */
+export const DURABLE_CANCELLED_CODE = "cave_durable_run_cancelled";
+/** `MAX_DURABLE_SLEEP_MS`: 30 days. */
+export const MAX_DURABLE_SLEEP_MS = native.MAX_DURABLE_SLEEP_MS;
+export const DURABLE_JOURNAL_VERSION = 2;
+export const MULTIMODAL_DURABLE_INPUT_PREFIX = "\u0000cave.multimodal.v1:";
+
+const nativeSync = (fn) => {
+  try {
+    return fn();
+  } catch (error) {
+    throw codedError(error?.code ?? "cave_durable_journal_corrupt", error?.message ?? String(error));
+  }
+};
+
+/** `validateDurableRunId(runId)`: throws `cave_durable_run_id_invalid`. */
+export function validateDurableRunId(runId) {
+  if (typeof runId !== "string" || !RUN_ID.test(runId)) {
+    throw codedError("cave_durable_run_id_invalid", "cave_durable_run_id_invalid: durable.runId must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}");
+  }
+  return runId;
+}
+
+/** The summary and the session facts of a journal, parsed on a worker (the serve sweep's view). */
+export async function inspectDurableJournal(lines) {
+  return JSON.parse(await call(native.durableInspect(Array.from(lines, String))));
+}
+
+const settledOutcome = (summary) => ({ status: "already_settled", terminal: summary.status });
+
+/**
+ * `requestDurableCancel(store, runId, reason?)`: appends `cancel_requested` without the run's
+ * lock. `requested`, `already_requested`, `already_settled` (with `terminal`) or `missing`.
+ */
+export async function requestDurableCancel(store, runId, reason = "cancelled by request") {
+  validateDurableRunId(runId);
+  const line = nativeSync(() => native.durableCancelRequestedLine(String(reason)));
+  const summary = durableRunSummary(await store.load(runId));
+  if (summary.status === "missing") return { status: "missing" };
+  if (summary.status !== "pending") return settledOutcome(summary);
+  if (summary.cancelRequested) return { status: "already_requested", reason: summary.cancelRequested.reason };
+  await store.append(runId, line);
+  return { status: "requested", reason };
+}
+
+/** `durableCancelRequest(summary)`: the pending cancel request `{reason, at}`, if any. */
+export function durableCancelRequest(summary) {
+  return summary?.status === "pending" ? summary.cancelRequested : undefined;
+}
+
+/**
+ * `settleCancelledRun(store, runId, reason?)`: under the run's lock, a pending run is settled as
+ * failed with `cave_durable_run_cancelled` (`receipt: null`). Resolves to the run's summary.
+ */
+export async function settleCancelledRun(store, runId, reason) {
+  validateDurableRunId(runId);
+  const release = await store.acquire(runId);
+  try {
+    const summary = durableRunSummary(await store.load(runId));
+    if (summary.status !== "pending") return summary;
+    const why = reason ?? summary.cancelRequested?.reason ?? "cancelled by request";
+    await store.append(runId, native.durableCancelledLine(String(why)));
+    return durableRunSummary(await store.load(runId));
+  } finally {
+    await release();
+    await store.close(runId);
+  }
+}
+
+/**
+ * `scheduleDurableWake(store, runId, wakeAt, reason?)`: appends `sleep_scheduled` (last write
+ * wins). A pending cancel outranks it (`{status: "cancelled"}`).
+ */
+export async function scheduleDurableWake(store, runId, wakeAt, reason = "durable sleep") {
+  validateDurableRunId(runId);
+  const ms = wakeAt instanceof Date ? wakeAt.getTime() : typeof wakeAt === "number" ? wakeAt : Date.parse(String(wakeAt));
+  if (!Number.isFinite(ms)) throw codedError("cave_durable_sleep_wake_invalid", "cave_durable_sleep_wake_invalid: wakeAt must be a valid date at most 30 days ahead");
+  const line = nativeSync(() => native.durableSleepLine(ms, Date.now(), String(reason)));
+  const summary = durableRunSummary(await store.load(runId));
+  if (summary.status === "missing") return { status: "missing" };
+  if (summary.status !== "pending") return settledOutcome(summary);
+  if (summary.cancelRequested) return { status: "cancelled" };
+  await store.append(runId, line);
+  return { status: "scheduled", wakeAt: new Date(ms).toISOString() };
+}
+
+/** `durableRunIsDue(summary, now?)`: a pending run with no `wakeAt`, or one at or before `now`. */
+export function durableRunIsDue(summary, now = new Date()) {
+  if (summary?.status !== "pending") return false;
+  if (summary.wakeAt === undefined) return true;
+  return Date.parse(summary.wakeAt) <= (now instanceof Date ? now.getTime() : Number(now));
+}
+
+/**
+ * `nextDurableWake(store)`: the earliest `wakeAt` of pending, uncancelled, sleeping runs
+ * (overdue ones included); `undefined` when there is none or the store cannot list.
+ */
+export async function nextDurableWake(store) {
+  if (typeof store?.list !== "function") return undefined;
+  let earliest;
+  for (const runId of await store.list()) {
+    let summary;
+    try {
+      summary = (await inspectDurableJournal(await store.load(runId))).summary;
+    } catch {
+      continue;
+    }
+    if (summary.status !== "pending" || summary.cancelRequested || summary.wakeAt === undefined) continue;
+    const at = Date.parse(summary.wakeAt);
+    if (earliest === undefined || at < earliest) earliest = at;
+  }
+  return earliest === undefined ? undefined : new Date(earliest);
 }

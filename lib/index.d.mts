@@ -408,7 +408,7 @@ export interface SqlExecutor {
 }
 export declare class SqlDurableStore implements DurableStore {
   constructor(options: { sql: SqlExecutor; dialect: "sqlite" | "postgres"; table?: string; leaseTtlMs?: number });
-  static schema(dialect: "sqlite" | "postgres", table?: string): string[];
+  static schema(dialect: "sqlite" | "postgres", table?: string): string;
   load(runId: string): Promise<string[]>;
   append(runId: string, data: string): Promise<void>;
   acquire(runId: string): Promise<() => Promise<void>>;

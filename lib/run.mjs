@@ -254,11 +254,8 @@ function prepareRun(definition, options, input, content) {
     }
   }
   const durable = options.durable;
-  if (options.conversation !== undefined && durable !== undefined && durable !== null) {
-    throw codedError(
-      "cave_durable_conversation_unsupported",
-      "cave_durable_conversation_unsupported: knap does not bind a Conversation to a durable run yet",
-    );
+  if (options.conversation !== undefined && options.sessionId !== undefined && options.sessionId !== options.conversation?.sessionId) {
+    throw codedError("cave_durable_session_mismatch", "cave_durable_session_mismatch: RunOptions.sessionId differs from the conversation's sessionId");
   }
   // The conversation's transcript goes ahead of the prompt; the run's messages are committed
   // to it when the run ends.
@@ -270,6 +267,9 @@ function prepareRun(definition, options, input, content) {
     const ref = storeRef(durable.store, rootDir);
     if (ref.kind === "js") store = jsStoreHook(durable.store);
     durableSpec = { store: ref, input: typeof input === "string" ? input : content, sessionId };
+    // A bound Conversation is journaled as its base checkpoint (run_started.conversation); the
+    // kernel checks it on resume and writes the terminal one in run_completed.
+    if (claim) durableSpec.conversation = JSON.parse(native.durableConversationCheckpoint(sessionId, JSON.stringify(claim.history)));
   }
   return { rootDir, runId, sandbox, claim, sessionId, durableSpec, store };
 }

@@ -441,6 +441,9 @@ struct BindingDurable {
   store: BindingStoreRef,
   input: Value,
   session_id: String,
+  /// The bound Conversation's base checkpoint (`run_started.conversation`).
+  #[serde(default)]
+  conversation: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -773,6 +776,7 @@ async fn run_outcome(
       definition_sha256: definition_sha256(&agent_value),
       input: d.input,
       session_id: d.session_id,
+      conversation: d.conversation.filter(|c| !c.is_null()),
     }
   });
   match run_agent(Arc::new(host), agent, prepared, cancel, durable).await {

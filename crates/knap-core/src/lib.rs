@@ -25,6 +25,7 @@ pub mod sandbox;
 pub mod schema;
 pub mod search;
 pub mod skills;
+pub mod serve;
 pub mod store;
 pub mod text;
 pub mod tools;

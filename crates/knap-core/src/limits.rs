@@ -183,3 +183,42 @@ pub const AI_OPENROUTER_MAX_CONTEXT: u64 = 10_000_000;
 /// returned without a `head_limit`, by default (`maxResults` per tool changes it). A cut list
 /// always ends with a note saying so (`text::search_truncated_note`).
 pub const AI_SDK_SEARCH_MAX_RESULTS: usize = 1_000;
+/// Cancel and sleep reasons: at most this many bytes (`durable-control.ts`).
+pub const DURABLE_MAX_CONTROL_REASON_BYTES: usize = 4096;
+/// `MAX_DURABLE_SLEEP_MS`: a wake at most 30 days ahead.
+pub const DURABLE_MAX_SLEEP_MS: u64 = 30 * 24 * 60 * 60 * 1000;
+
+/// Serving (`serve-handler.ts`, `serve-events.ts`, `serve-session.ts`).
+/// `maxBodyBytes` default: 1 MiB.
+pub const SERVE_MAX_BODY_BYTES: usize = 1_048_576;
+/// `maxConcurrentRuns` and `maxQueuedRuns` defaults.
+pub const SERVE_MAX_CONCURRENT_RUNS: u32 = 2;
+pub const SERVE_MAX_QUEUED_RUNS: u32 = 64;
+/// Bearer tokens are at least this many characters.
+pub const SERVE_MIN_TOKEN_CHARS: usize = 16;
+/// Frames kept per event stream (the last ones).
+pub const SERVE_EVENT_BUFFER_FRAMES: usize = 2048;
+/// A stream whose consumer queue holds this many bytes is closed (slow readers are dropped).
+pub const SERVE_STREAM_HIGH_WATER_BYTES: usize = 4 * 1024 * 1024;
+/// `: keepalive` comment period on event streams.
+pub const SERVE_HEARTBEAT_MS: u64 = 15_000;
+/// `/runs` event buffers: kept this long after settling, at most this many.
+pub const SERVE_SETTLED_BUFFER_MS: u64 = 5 * 60 * 1000;
+pub const SERVE_SETTLED_BUFFERS: usize = 256;
+/// Sessions held in memory; messages kept per session; deletion tombstones.
+pub const SERVE_MAX_SESSIONS: usize = 1024;
+pub const SERVE_SESSION_MESSAGES: usize = 256;
+pub const SERVE_SESSION_TOMBSTONES: usize = 4096;
+/// An idle session may be evicted this long after its last run settled.
+pub const SERVE_SESSION_IDLE_MS: u64 = 5 * 60 * 1000;
+/// `SESSION_MESSAGE_CONTEXT_MAX_BYTES`: the serialized message context, UTF-8.
+pub const SERVE_SESSION_MESSAGE_CONTEXT_MAX_BYTES: usize = 64 * 1024;
+/// Settled run ids the recovery sweep remembers (never re-read).
+pub const SERVE_SETTLED_MEMO: usize = 50_000;
+/// `RECOVERY_SWEEP_INTERVAL_MS`.
+pub const SERVE_RECOVERY_SWEEP_INTERVAL_MS: u64 = 60_000;
+/// `close(graceMs)` default, and how often a drain polls for in-flight runs.
+pub const SERVE_CLOSE_GRACE_MS: u64 = 30_000;
+pub const SERVE_DRAIN_POLL_MS: u64 = 250;
+/// Text fields of stream frames (`argsSummary`, `delta`, `detail`): at most this many characters.
+pub const SERVE_FRAME_TEXT_CHARS: usize = 240;

@@ -95,6 +95,8 @@ pub struct DurableRun {
   durable: tokio::sync::Mutex<usize>,
   cursor: Mutex<Cursor>,
   pub metered: bool,
+  /// A bound Conversation: its session and the transcript so far (base + journaled turns).
+  conversation: Mutex<Option<(String, Vec<Value>)>>,
 }
 
 /// The first line of `s`, at most `max` bytes (cut on a character boundary).
@@ -127,6 +129,7 @@ impl DurableRun {
         fatal: None,
       }),
       metered,
+      conversation: Mutex::new(None),
     }
   }
 
@@ -321,6 +324,9 @@ impl DurableRun {
       }
       c.open.clear();
     }
+    if let Some((_, t)) = self.conversation.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+      t.extend(messages.iter().map(|m| serde_json::to_value(m).unwrap_or(Value::Null)));
+    }
     self
       .emit_flush(&Record::Turn {
         messages: json(messages),
@@ -328,11 +334,22 @@ impl DurableRun {
       .await
   }
 
+  /// Binds a Conversation: `run_completed` then carries its terminal checkpoint.
+  pub fn bind_conversation(&self, session_id: &str, transcript: Vec<Value>) {
+    *self.conversation.lock().unwrap_or_else(|e| e.into_inner()) = Some((session_id.to_string(), transcript));
+  }
+
   pub async fn completed(&self, result: &RunOutput) -> Result<(), DurableError> {
+    let conversation = self
+      .conversation
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .as_ref()
+      .and_then(|(s, t)| crate::durable::summary::checkpoint(s, &Value::Array(t.clone())));
     self
       .emit_flush(&Record::RunCompleted {
         result: json(result),
-        conversation: None,
+        conversation: conversation.as_ref().map(json),
       })
       .await
   }

@@ -34,6 +34,9 @@ pub struct DurableSetup {
   /// The literal input (a string, or the parts).
   pub input: Value,
   pub session_id: String,
+  /// A bound Conversation's base checkpoint `{sessionId, messagesSha256, messages}`: journaled
+  /// in `run_started`, checked on resume, advanced to the terminal checkpoint in `run_completed`.
+  pub conversation: Option<Value>,
 }
 
 /// Options validated and the tree-wide state built, ready to run.
@@ -160,12 +163,16 @@ pub async fn run_agent(
         (journal, replay)
       }
     };
-    durable_run = Some(Arc::new(DurableRun::new(
-      &run_id,
-      journal,
-      replay,
-      meter.is_some(),
-    )));
+    let d = Arc::new(DurableRun::new(&run_id, journal, replay, meter.is_some()));
+    if let Some(c) = &setup.conversation {
+      // The terminal checkpoint is the base plus every message the run journals.
+      let mut transcript = c["messages"].as_array().cloned().unwrap_or_default();
+      if let Some(state) = resume.as_ref().filter(|s| s.has_completed_turn) {
+        transcript.extend(state.messages.iter().map(|m| serde_json::to_value(m).unwrap_or(Value::Null)));
+      }
+      d.bind_conversation(c["sessionId"].as_str().unwrap_or_default(), transcript);
+    }
+    durable_run = Some(d);
     store_held = Some(store);
   }
   let shared = Arc::new(Shared {
@@ -283,6 +290,9 @@ async fn open_journal(
     budget_max,
     budget_sha256: budget_sha256.clone(),
   };
+  if let Some(first) = lines.first() {
+    crate::durable::summary::check_conversation_binding(first, setup.conversation.as_ref())?;
+  }
   let state = match tokio::runtime::Handle::try_current() {
     Ok(_) => tokio::task::spawn_blocking(move || analyze(&lines, &expected))
       .await
@@ -307,7 +317,7 @@ async fn open_journal(
         denomination: Cow::Borrowed(denomination),
         budget_max,
         budget_sha256: Cow::Borrowed(&budget_sha256),
-        conversation: None,
+        conversation: setup.conversation.as_ref().map(json),
         pid,
       })
       .await?;

@@ -619,6 +619,7 @@ mod durable {
       definition_sha256: definition_sha256(&spec),
       input: json!("go"),
       session_id: "s".into(),
+      conversation: None,
     }
   }
 

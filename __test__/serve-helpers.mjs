@@ -132,3 +132,61 @@ export async function waitFor(predicate, what, timeoutMs = 60_000) {
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
+
+/**
+ * The SSE load of the scale test and bench/serve.mjs: `sessions` sessions, each with its event
+ * stream open, each sent one message that runs `steps` tool turns and a final answer. Every
+ * `reconnectEvery`-th session drops its stream after `dropAfter` frames and reconnects with
+ * `Last-Event-ID`. Resolves to per-session frame lists (as received, across reconnects) and
+ * delivery latencies (ms from the frame's `ts` to its arrival).
+ */
+export async function sseSessionsLoad({ base, sessions, steps = 2, reconnectEvery = 4, dropAfter = 3, prefix = "load" }) {
+  const framesPerRun = 3 + 3 * steps;
+  const ids = Array.from({ length: sessions }, (_, i) => `${prefix}-${i}`);
+  for (const id of ids) {
+    const r = await post(base, "/sessions", { sessionId: id });
+    if (r.status !== 201) throw new Error(`session ${id}: ${r.status}`);
+  }
+  const latencies = [];
+  const received = new Map();
+  let reconnects = 0;
+  const started = performance.now();
+  const follow = async (id, index) => {
+    const got = [];
+    received.set(id, got);
+    const reconnect = reconnectEvery > 0 && index % reconnectEvery === 0;
+    let lastId;
+    let dropped = false;
+    for (;;) {
+      const headers = lastId === undefined ? AUTH : { ...AUTH, "last-event-id": String(lastId) };
+      const response = await fetch(`${base}/sessions/${id}/events`, { headers });
+      const sse = readSse(response, (frame) => {
+        if (frame.data?.ts) latencies.push(Date.now() - Date.parse(frame.data.ts));
+        got.push(frame);
+        if (frame.id !== undefined) lastId = frame.id;
+        if (frame.data?.kind === "turn.end") return true;
+        if (reconnect && !dropped && got.length === dropAfter) {
+          dropped = true;
+          return true;
+        }
+        return false;
+      });
+      await sse.done;
+      if (got.at(-1)?.data?.kind === "turn.end") return;
+      reconnects++;
+    }
+  };
+  // Streams first (each must see its run from the first frame), then the messages.
+  const following = ids.map((id, i) => follow(id, i));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  for (const id of ids) {
+    const r = await post(base, `/sessions/${id}/messages`, { text: `work ${id}` });
+    if (r.status !== 202) throw new Error(`message ${id}: ${r.status} ${JSON.stringify(r.body)}`);
+  }
+  await Promise.all(following);
+  const seconds = (performance.now() - started) / 1000;
+  const total = [...received.values()].reduce((n, f) => n + f.length, 0);
+  latencies.sort((a, b) => a - b);
+  const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))];
+  return { ids, received, framesPerRun, reconnects, seconds, total, eventsPerSecond: total / seconds, p50: pct(50), p99: pct(99), max: latencies.at(-1) };
+}

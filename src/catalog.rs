@@ -115,14 +115,8 @@ pub fn catalog_price(provider: String, id: String) -> Option<CatalogCost> {
 #[napi]
 pub fn catalog_cost_usd(provider: String, id: String, usage: CatalogUsage) -> Option<f64> {
   let n = |v: Option<f64>| v.filter(|f| f.is_finite()).unwrap_or(0.0);
-  catalog::price(&provider, &id).map(|p| {
-    p.cost(
-      n(usage.input),
-      n(usage.output),
-      n(usage.cache_read),
-      n(usage.cache_write),
-    )
-  })
+  catalog::price(&provider, &id)
+    .map(|p| p.cost(n(usage.input), n(usage.output), n(usage.cache_read), n(usage.cache_write)))
 }
 
 #[napi]

@@ -36,10 +36,7 @@ impl Price {
   /// USD of pi-style token counts (`input` excludes cache reads and writes; reasoning is billed
   /// inside `output`).
   pub fn cost(&self, input: f64, output: f64, cache_read: f64, cache_write: f64) -> f64 {
-    (input * self.input
-      + output * self.output
-      + cache_read * self.cache_read
-      + cache_write * self.cache_write)
+    (input * self.input + output * self.output + cache_read * self.cache_read + cache_write * self.cache_write)
       / 1_000_000.0
   }
 }
@@ -98,15 +95,9 @@ fn catalog() -> &'static Catalog {
   CATALOG.get_or_init(|| {
     // The file is generated and checked in CI; a parse failure is a build defect, caught by the
     // tests below, so it is not a runtime condition to recover from.
-    let file: File =
-      serde_json::from_str(include_str!("../catalog/models.json")).expect("catalog/models.json");
+    let file: File = serde_json::from_str(include_str!("../catalog/models.json")).expect("catalog/models.json");
     assert_eq!(file.version, 2, "catalog/models.json version");
-    let by_key = file
-      .models
-      .iter()
-      .enumerate()
-      .map(|(i, m)| (m.key(), i))
-      .collect();
+    let by_key = file.models.iter().enumerate().map(|(i, m)| (m.key(), i)).collect();
     Catalog {
       source: file.source,
       models: file.models,
@@ -169,16 +160,8 @@ pub fn nearest(reference: &str, limit: usize) -> Vec<String> {
       Some(_) => edit_distance(&want, &key),
       None => edit_distance(want_id, &m.id.to_lowercase()),
     };
-    let theirs = if want_provider.is_some() {
-      key.as_str()
-    } else {
-      &key[m.provider.len() + 1..]
-    };
-    let mine = if want_provider.is_some() {
-      want.as_str()
-    } else {
-      want_id
-    };
+    let theirs = if want_provider.is_some() { key.as_str() } else { &key[m.provider.len() + 1..] };
+    let mine = if want_provider.is_some() { want.as_str() } else { want_id };
     let contains = !mine.is_empty() && (theirs.contains(mine) || mine.contains(theirs));
     if distance <= budget || contains {
       scored.push((if distance <= budget { distance } else { budget + 1 }, m));
@@ -246,10 +229,7 @@ pub fn step_cost(u: &StepUsage, p: &TokenPricing) -> f64 {
   let n = |v: Option<f64>| v.unwrap_or(0.0);
   let read = p.cache_read_per_token.unwrap_or(p.input_per_token);
   let write = p.cache_write_per_token.unwrap_or(p.input_per_token);
-  let input = if u.no_cache_tokens.is_some()
-    || u.cache_read_tokens.is_some()
-    || u.cache_write_tokens.is_some()
-  {
+  let input = if u.no_cache_tokens.is_some() || u.cache_read_tokens.is_some() || u.cache_write_tokens.is_some() {
     n(u.no_cache_tokens) * p.input_per_token + n(u.cache_read_tokens) * read + n(u.cache_write_tokens) * write
   } else if let Some(cached) = u.cached_input_tokens {
     (n(u.input_tokens) - cached).max(0.0) * p.input_per_token + cached * read
@@ -276,10 +256,7 @@ fn variants(id: &str) -> Vec<String> {
     }
     out
   };
-  let bare = lower
-    .rsplit_once('/')
-    .map(|(_, b)| b.to_string())
-    .unwrap_or_else(|| lower.clone());
+  let bare = lower.rsplit_once('/').map(|(_, b)| b.to_string()).unwrap_or_else(|| lower.clone());
   let mut out = vec![lower.clone(), kebab(&lower), bare.clone(), kebab(&bare)];
   let mut seen = std::collections::HashSet::new();
   out.retain(|v| seen.insert(v.clone()));
@@ -339,16 +316,10 @@ mod tests {
     assert!(m.context_window >= 200_000 && m.max_tokens > 0);
     assert!(m.input.iter().any(|i| i == "text"));
     assert!(price("anthropic", "claude-haiku-4-5").is_some());
-    assert_eq!(
-      context_window("anthropic", "claude-haiku-4-5"),
-      Some(m.context_window)
-    );
+    assert_eq!(context_window("anthropic", "claude-haiku-4-5"), Some(m.context_window));
     assert!(lookup("anthropic", "faux-1").is_none());
     // Ids with '/' (openrouter) resolve as provider + the rest.
-    let or = models()
-      .iter()
-      .find(|m| m.provider == "openrouter" && m.id.contains('/'))
-      .expect("openrouter id");
+    let or = models().iter().find(|m| m.provider == "openrouter" && m.id.contains('/')).expect("openrouter id");
     assert_eq!(lookup("openrouter", &or.id).map(|m| &m.id), Some(&or.id));
     let ps = providers();
     assert!(ps.windows(2).all(|w| w[0] < w[1]) && ps.contains(&"openai"));
@@ -356,10 +327,7 @@ mod tests {
 
   #[test]
   fn zero_priced_models_resolve_but_are_unpriced() {
-    let free = models()
-      .iter()
-      .find(|m| m.cost == Price::default())
-      .expect("a free model");
+    let free = models().iter().find(|m| m.cost == Price::default()).expect("a free model");
     assert!(lookup(&free.provider, &free.id).is_some());
     assert!(price(&free.provider, &free.id).is_none());
     let variable = lookup("openrouter", "openrouter/auto").expect("openrouter/openrouter/auto");
@@ -392,12 +360,7 @@ mod tests {
 
   #[test]
   fn three_tier_matching() {
-    let c = [
-      "claude-sonnet-4.5",
-      "gpt-4o",
-      "gpt-4o-mini",
-      "anthropic/claude-haiku-4.5-extended",
-    ];
+    let c = ["claude-sonnet-4.5", "gpt-4o", "gpt-4o-mini", "anthropic/claude-haiku-4.5-extended"];
     assert_eq!(match_model_id("CLAUDE-SONNET-4.5", &c), Some(0));
     assert_eq!(match_model_id("openai/gpt-4o-mini-2024-07-18", &c), Some(2));
     assert_eq!(match_model_id("claude-sonnet-4-5-20250929", &c), Some(0));

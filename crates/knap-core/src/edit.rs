@@ -73,20 +73,11 @@ mod tests {
       ("€€€", "€", ""),
     ] {
       let r = replace_literal(text.as_bytes(), old, new, true).unwrap();
-      assert_eq!(
-        String::from_utf8(r.bytes).unwrap(),
-        text.split(old).collect::<Vec<_>>().join(new)
-      );
+      assert_eq!(String::from_utf8(r.bytes).unwrap(), text.split(old).collect::<Vec<_>>().join(new));
       assert_eq!(r.count, text.split(old).count() - 1);
     }
-    assert_eq!(
-      replace_literal(b"x y x", "x", "z", false),
-      Err(Miss::Ambiguous(2))
-    );
-    assert_eq!(
-      replace_literal(b"x y", "q", "z", false),
-      Err(Miss::NotFound { lossy: false })
-    );
+    assert_eq!(replace_literal(b"x y x", "x", "z", false), Err(Miss::Ambiguous(2)));
+    assert_eq!(replace_literal(b"x y", "q", "z", false), Err(Miss::NotFound { lossy: false }));
   }
 
   #[test]

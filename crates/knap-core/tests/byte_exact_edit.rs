@@ -61,24 +61,12 @@ async fn latin1_round_trip() {
   let before: &[u8] = b"\xc6r\xf8sk\xf8bing caf\xe9 \x96 na\xefve\n";
   let after: &[u8] = b"\nfin \xe9\xe8\xea\xff\n";
   w.put("l1.txt", &spliced(&[before, b"VERSION = 1", after]));
-  assert_eq!(
-    w.edit("l1.txt", "VERSION = 1", "VERSION = 2", false)
-      .await
-      .unwrap(),
-    "edited l1.txt: 1 replacement"
-  );
+  assert_eq!(w.edit("l1.txt", "VERSION = 1", "VERSION = 2", false).await.unwrap(), "edited l1.txt: 1 replacement");
   assert_eq!(w.get("l1.txt"), spliced(&[before, b"VERSION = 2", after]));
   // A short ASCII needle that occurs next to Latin-1 bytes, replaced everywhere.
   w.put("l2.txt", b"\xe9a\xe9a\xe9");
-  assert_eq!(
-    w.edit("l2.txt", "a", "\u{00e9}", true).await.unwrap(),
-    "edited l2.txt: 2 replacements"
-  );
-  assert_eq!(
-    w.get("l2.txt"),
-    b"\xe9\xc3\xa9\xe9\xc3\xa9\xe9".to_vec(),
-    "new text is UTF-8, old bytes are kept"
-  );
+  assert_eq!(w.edit("l2.txt", "a", "\u{00e9}", true).await.unwrap(), "edited l2.txt: 2 replacements");
+  assert_eq!(w.get("l2.txt"), b"\xe9\xc3\xa9\xe9\xc3\xa9\xe9".to_vec(), "new text is UTF-8, old bytes are kept");
 }
 
 #[tokio::test]
@@ -112,11 +100,7 @@ async fn random_binary_round_trip() {
     let file = spliced(&[&head, marker.as_bytes(), &tail]);
     w.put("bin", &file);
     w.edit("bin", marker, "REPLACED\u{2603}", false).await.unwrap();
-    assert_eq!(
-      w.get("bin"),
-      spliced(&[&head, "REPLACED\u{2603}".as_bytes(), &tail]),
-      "seed {seed}"
-    );
+    assert_eq!(w.get("bin"), spliced(&[&head, "REPLACED\u{2603}".as_bytes(), &tail]), "seed {seed}");
   }
 }
 

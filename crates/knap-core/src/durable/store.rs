@@ -349,15 +349,9 @@ impl DiskStore {
       .map_err(|e| io_error("cave_durable_store_failed", "list", &e))?;
     let mut ids = Vec::new();
     for entry in entries.flatten() {
-      let Ok(name) = CString::new(entry.file_name().as_bytes()) else {
-        continue;
-      };
-      let Ok(dir) = open_dir_at(root.as_raw_fd(), &name) else {
-        continue;
-      };
-      let Ok(mut f) = open_journal(&dir, libc::O_RDONLY) else {
-        continue;
-      };
+      let Ok(name) = CString::new(entry.file_name().as_bytes()) else { continue };
+      let Ok(dir) = open_dir_at(root.as_raw_fd(), &name) else { continue };
+      let Ok(mut f) = open_journal(&dir, libc::O_RDONLY) else { continue };
       let mut buf = vec![0u8; DURABLE_LIST_FIRST_LINE_BYTES];
       let n = f.read(&mut buf).unwrap_or(0);
       let first = buf[..n].split(|b| *b == b'\n').next().unwrap_or_default();
@@ -434,8 +428,7 @@ fn cname(s: &str) -> CString {
 }
 
 fn open_path(path: &Path, flags: i32) -> io::Result<OwnedFd> {
-  let c =
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+  let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
   // SAFETY: NUL-terminated path; the fd is owned by the caller.
   let fd = unsafe { libc::open(c.as_ptr(), flags) };
   if fd < 0 {
@@ -476,10 +469,7 @@ fn not_followed(dirfd: RawFd, name: &CString, what: &str, e: io::Error) -> Durab
   match lstat_at(dirfd, name).map(|st| st.st_mode & libc::S_IFMT) {
     Some(libc::S_IFLNK) => DurableError::coded(
       "cave_durable_store_failed",
-      format!(
-        "{what} {} is a symbolic link; the store does not follow links",
-        name.to_string_lossy()
-      ),
+      format!("{what} {} is a symbolic link; the store does not follow links", name.to_string_lossy()),
     ),
     _ => io_error("cave_durable_store_failed", &format!("open {what}"), &e),
   }
@@ -644,14 +634,9 @@ impl LockMutex {
 fn remove_leftover_temp_dirs(dir: &OwnedFd) {
   for name in dir_entries(dir) {
     let b = name.to_bytes();
-    if [
-      &b"lock.tmp-"[..],
-      b"lock.reaped-",
-      b"lock.released-",
-      b"lock.broken-",
-    ]
-    .iter()
-    .any(|p| b.starts_with(p))
+    if [&b"lock.tmp-"[..], b"lock.reaped-", b"lock.released-", b"lock.broken-"]
+      .iter()
+      .any(|p| b.starts_with(p))
     {
       remove_tree_at(dir.as_raw_fd(), &name, 0);
     }
@@ -686,9 +671,7 @@ fn open_owner(dir: &OwnedFd) -> Option<File> {
 fn read_owner(dir: &OwnedFd) -> Option<Owner> {
   let f = open_owner(dir)?;
   let mut text = Vec::new();
-  f.take(DURABLE_LOCK_OWNER_MAX_BYTES as u64)
-    .read_to_end(&mut text)
-    .ok()?;
+  f.take(DURABLE_LOCK_OWNER_MAX_BYTES as u64).read_to_end(&mut text).ok()?;
   let v = serde_json::from_slice::<serde_json::Value>(&text).ok()?;
   Some(Owner {
     pid: v.get("pid").and_then(serde_json::Value::as_i64),
@@ -805,21 +788,13 @@ mod tests {
 
   fn owner_pid(lock: &Path) -> Option<i64> {
     let text = fs::read_to_string(lock.join("owner.json")).ok()?;
-    serde_json::from_str::<serde_json::Value>(&text)
-      .ok()?
-      .get("pid")?
-      .as_i64()
+    serde_json::from_str::<serde_json::Value>(&text).ok()?.get("pid")?.as_i64()
   }
 
   /// Sets `path`'s modification time `secs` seconds into the past.
   fn age(path: &Path, secs: u64) {
     let t = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
-    File::options()
-      .read(true)
-      .open(path)
-      .unwrap()
-      .set_modified(t)
-      .unwrap();
+    File::options().read(true).open(path).unwrap().set_modified(t).unwrap();
   }
 
   #[test]
@@ -901,26 +876,17 @@ mod tests {
     s.acquire_sync("r1").unwrap();
     s.release_sync("r1").unwrap();
     let lock = s.run_dir("r1").join("lock.d");
-    for (label, owner) in [
-      ("pid 0", Some("{\"pid\":0}")),
-      ("pid -5", Some("{\"pid\":-5}")),
-      ("no owner file", None),
-    ] {
+    for (label, owner) in [("pid 0", Some("{\"pid\":0}")), ("pid -5", Some("{\"pid\":-5}")), ("no owner file", None)] {
       fs::create_dir_all(&lock).unwrap();
       if let Some(o) = owner {
         fs::write(lock.join("owner.json"), o).unwrap();
       }
-      assert_eq!(
-        s.acquire_sync("r1").unwrap_err().code,
-        "cave_durable_run_locked",
-        "{label}: fresh"
-      );
+      assert_eq!(s.acquire_sync("r1").unwrap_err().code, "cave_durable_run_locked", "{label}: fresh");
       if owner.is_some() {
         age(&lock.join("owner.json"), 60);
       }
       age(&lock, 60);
-      s.acquire_sync("r1")
-        .unwrap_or_else(|e| panic!("{label}: settled and unheld is stale: {e}"));
+      s.acquire_sync("r1").unwrap_or_else(|e| panic!("{label}: settled and unheld is stale: {e}"));
       s.release_sync("r1").unwrap();
     }
     // pid 1 always exists: alive, however old; the manual override breaks it.
@@ -934,14 +900,8 @@ mod tests {
     s.acquire_sync("r1").unwrap();
     // A lock held by a live knap owner is never broken, by hand or otherwise.
     let other = DiskStore::new(dir.path());
-    assert_eq!(
-      other.break_lock_sync("r1").unwrap_err().code,
-      "cave_durable_run_locked"
-    );
-    assert_eq!(
-      other.acquire_sync("r1").unwrap_err().code,
-      "cave_durable_run_locked"
-    );
+    assert_eq!(other.break_lock_sync("r1").unwrap_err().code, "cave_durable_run_locked");
+    assert_eq!(other.acquire_sync("r1").unwrap_err().code, "cave_durable_run_locked");
     s.release_sync("r1").unwrap();
   }
 
@@ -955,11 +915,7 @@ mod tests {
     // A dead knap owner whose pid was reused by a live process (here: this one, and pid 1).
     for pid in [std::process::id(), 1] {
       fs::create_dir_all(&lock).unwrap();
-      fs::write(
-        lock.join("owner.json"),
-        format!("{{\"pid\":{pid},\"flock\":true}}"),
-      )
-      .unwrap();
+      fs::write(lock.join("owner.json"), format!("{{\"pid\":{pid},\"flock\":true}}")).unwrap();
       s.acquire_sync("r1").unwrap_or_else(|e| panic!("pid {pid}: {e}"));
       s.release_sync("r1").unwrap();
     }
@@ -975,24 +931,15 @@ mod tests {
     fs::write(&journal, &garbage).unwrap();
     let e = s.load_sync("r1").unwrap_err();
     assert_eq!(e.code, "cave_durable_journal_corrupt");
-    assert!(e
-      .message
-      .starts_with("cave_durable_journal_corrupt: unparseable journal line\n"));
+    assert!(e.message.starts_with("cave_durable_journal_corrupt: unparseable journal line\n"));
     assert_eq!(fs::read(&journal).unwrap(), garbage, "not wiped");
     // An append refuses too, rather than gluing a line to the garbage.
-    assert_eq!(
-      s.append_sync("r1", "{}\n").unwrap_err().code,
-      "cave_durable_journal_corrupt"
-    );
+    assert_eq!(s.append_sync("r1", "{}\n").unwrap_err().code, "cave_durable_journal_corrupt");
     assert_eq!(fs::read(&journal).unwrap(), garbage);
     // A JSON-ish line that is not an object, or is followed by junk, is not a torn append either.
     for tail in ["[1,2", "{\"a\":1} x", "{\"a\":tx"] {
       fs::write(&journal, tail).unwrap();
-      assert_eq!(
-        s.load_sync("r1").unwrap_err().code,
-        "cave_durable_journal_corrupt",
-        "{tail}"
-      );
+      assert_eq!(s.load_sync("r1").unwrap_err().code, "cave_durable_journal_corrupt", "{tail}");
       assert_eq!(fs::read_to_string(&journal).unwrap(), tail);
     }
     s.release_sync("r1").unwrap();
@@ -1018,16 +965,9 @@ mod tests {
     assert_eq!(fs::read_to_string(&journal).unwrap(), torn);
     // A corrupt line before the tail: corrupt, nothing cut, even under the lock.
     s.acquire_sync("r1").unwrap();
-    let corrupt = format!(
-      "{}\n{}",
-      line.replace("\"v\":2", "\"v\":2,\"extra\":1").trim_end(),
-      &line[..20]
-    );
+    let corrupt = format!("{}\n{}", line.replace("\"v\":2", "\"v\":2,\"extra\":1").trim_end(), &line[..20]);
     fs::write(&journal, &corrupt).unwrap();
-    assert_eq!(
-      s.load_sync("r1").unwrap_err().code,
-      "cave_durable_journal_corrupt"
-    );
+    assert_eq!(s.load_sync("r1").unwrap_err().code, "cave_durable_journal_corrupt");
     assert_eq!(fs::read_to_string(&journal).unwrap(), corrupt);
     // A valid prefix: cut under the lock.
     fs::write(&journal, &torn).unwrap();
@@ -1052,17 +992,11 @@ mod tests {
     s.acquire_sync("r1").unwrap();
     let journal = s.run_dir("r1").join("journal.jsonl");
     symlink(&outside, &journal).unwrap();
-    for e in [
-      s.load_sync("r1").unwrap_err(),
-      s.append_sync("r1", "{}\n").unwrap_err(),
-    ] {
+    for e in [s.load_sync("r1").unwrap_err(), s.append_sync("r1", "{}\n").unwrap_err()] {
       assert_eq!(e.code, "cave_durable_store_failed");
       assert!(e.message.contains("symbolic link"), "{}", e.message);
     }
-    assert_eq!(
-      fs::read_to_string(&outside).unwrap(),
-      "keep me\nlast line without newline"
-    );
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "keep me\nlast line without newline");
     s.release_sync("r1").unwrap();
     // The run directory itself as a symlink.
     let elsewhere = dir.path().join("elsewhere");
@@ -1070,26 +1004,15 @@ mod tests {
     fs::write(elsewhere.join("journal.jsonl"), "{\"a\":").unwrap();
     symlink(&elsewhere, s.run_dir("r2")).unwrap();
     assert!(s.load_sync("r2").unwrap_err().message.contains("symbolic link"));
-    assert!(s
-      .acquire_sync("r2")
-      .unwrap_err()
-      .message
-      .contains("symbolic link"));
-    assert_eq!(
-      fs::read_to_string(elsewhere.join("journal.jsonl")).unwrap(),
-      "{\"a\":"
-    );
+    assert!(s.acquire_sync("r2").unwrap_err().message.contains("symbolic link"));
+    assert_eq!(fs::read_to_string(elsewhere.join("journal.jsonl")).unwrap(), "{\"a\":");
     assert!(!elsewhere.join("lock.d").exists());
     // A FIFO as the journal is refused without hanging.
     let fifo = s.run_dir("r3");
     fs::create_dir_all(&fifo).unwrap();
     let c = CString::new(fifo.join("journal.jsonl").as_os_str().as_bytes()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    assert!(s
-      .load_sync("r3")
-      .unwrap_err()
-      .message
-      .contains("not a regular file"));
+    assert!(s.load_sync("r3").unwrap_err().message.contains("not a regular file"));
   }
 
   #[test]

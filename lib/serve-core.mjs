@@ -1098,6 +1098,13 @@ export function createAgentHandler(options) {
           skipped.push({ runId, reason: e?.code ?? e?.message ?? String(e) });
           continue;
         }
+        // Another process may have finished it between the read above and the lock.
+        const now = await inspect(runId).catch(() => undefined);
+        if (now?.summary.status !== "pending") {
+          await releaseHeld(runId);
+          if (now) remember(settledMemo, runId, L.settledMemo);
+          continue;
+        }
         free--;
         enqueue(newRunJob(runId, summary.input));
         resumed.push(runId);

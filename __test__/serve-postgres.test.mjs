@@ -101,7 +101,12 @@ test("three servers on one PostgreSQL: SIGKILL one mid-way; every run completes 
   // Each run the dead process left pending was resumed by a survivor, and each report entry is
   // a real resume (a \`resumed\` event in the journal). A survivor whose own lease lapsed under
   // load would show up here too, resumed by the other: allowed, and still never a double write.
-  for (const runId of pendingAtKill) assert.ok(resumed.includes(runId), `${runId} was pending at the kill and no survivor resumed it`);
+  const sweepErrors = [children[1], children[2]].flatMap((c) => c.messages.filter((m) => m.error));
+  assert.deepEqual(sweepErrors, []);
+  for (const runId of pendingAtKill) {
+    const journal = (await store.load(runId)).map((l) => JSON.parse(l));
+    assert.ok(resumed.includes(runId), `${runId} was pending at the kill and no survivor resumed it: ${JSON.stringify(journal.map((e) => [e.type, e.at, e.pid]))} killed ${children[0].child.pid} at ${new Date(killedAt).toISOString()}`);
+  }
   for (const runId of new Set(resumed)) {
     const attempts = (await store.load(runId)).filter((l) => JSON.parse(l).type === "resumed").length;
     assert.ok(attempts >= resumed.filter((id) => id === runId).length, `${runId}: reported resumed without a resume`);

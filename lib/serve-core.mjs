@@ -1056,17 +1056,17 @@ export function createAgentHandler(options) {
       }
       // Everything else: /runs jobs and runs started by other callers.
       let free = Math.max(0, maxQueuedRuns - queue.length);
-      for (const runId of ids) {
-        if (claimed.has(runId) || jobs.has(runId)) continue;
+      // One run's trouble (a store error mid-pass) is that run's skip reason, never a lost report.
+      const sweepOne = async (runId) => {
         const { inspection, error } = await load(runId);
         if (error) {
           skipped.push({ runId, reason: error.message ?? String(error) });
-          continue;
+          return;
         }
         const summary = inspection.summary;
         if (summary.status !== "pending") {
           if (summary.status !== "missing") remember(settledMemo, runId, L.settledMemo);
-          continue;
+          return;
         }
         if (summary.cancelRequested) {
           try {
@@ -1076,19 +1076,19 @@ export function createAgentHandler(options) {
           } catch (e) {
             skipped.push({ runId, reason: e?.code ?? e?.message ?? String(e) });
           }
-          continue;
+          return;
         }
         if (!durableRunIsDue(summary)) {
           sleeping.push({ runId, wakeAt: summary.wakeAt ?? "" });
-          continue;
+          return;
         }
         if (!durableInputIsReplayable(summary.input)) {
           skipped.push({ runId, reason: "cave_serve_resume_needs_original_input" });
-          continue;
+          return;
         }
         if (free === 0) {
           skipped.push({ runId, reason: "cave_serve_queue_full" });
-          continue;
+          return;
         }
         // Admission before the report: a run another process is driving is reported as skipped
         // with the store's reason, so the reports of several instances account for each run once.
@@ -1096,18 +1096,26 @@ export function createAgentHandler(options) {
           await admit(runId);
         } catch (e) {
           skipped.push({ runId, reason: e?.code ?? e?.message ?? String(e) });
-          continue;
+          return;
         }
         // Another process may have finished it between the read above and the lock.
         const now = await inspect(runId).catch(() => undefined);
         if (now?.summary.status !== "pending") {
           await releaseHeld(runId);
           if (now) remember(settledMemo, runId, L.settledMemo);
-          continue;
+          return;
         }
         free--;
         enqueue(newRunJob(runId, summary.input));
         resumed.push(runId);
+      };
+      for (const runId of ids) {
+        if (claimed.has(runId) || jobs.has(runId)) continue;
+        try {
+          await sweepOne(runId);
+        } catch (e) {
+          skipped.push({ runId, reason: e?.code ?? e?.message ?? String(e) });
+        }
       }
     } finally {
       sweeping = false;

@@ -892,6 +892,7 @@ module.exports.matchModelId = nativeBinding.matchModelId
 module.exports.MAX_DURABLE_SLEEP_MS = nativeBinding.MAX_DURABLE_SLEEP_MS
 module.exports.middleTruncate = nativeBinding.middleTruncate
 module.exports.programCellOutput = nativeBinding.programCellOutput
+module.exports.runErrorCode = nativeBinding.runErrorCode
 module.exports.serveLimits = nativeBinding.serveLimits
 module.exports.sha256Hex = nativeBinding.sha256Hex
 module.exports.staticContextDiagnostics = nativeBinding.staticContextDiagnostics

@@ -157,7 +157,7 @@ pub fn durable_conversation_checkpoint(
 }
 
 fn sync_error(e: DurableError) -> napi::Error<crate::ErrorCode> {
-  napi::Error::new(crate::ErrorCode(e.code), e.message)
+  napi::Error::new(crate::ErrorCode(e.code.to_string()), e.message)
 }
 
 /// `MAX_DURABLE_SLEEP_MS` (30 days).

@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.CancelToken = nativeBinding.CancelToken
 module.exports.NativeAgentTools = nativeBinding.NativeAgentTools
+module.exports.NativeCommandSessionRuntime = nativeBinding.NativeCommandSessionRuntime
 module.exports.NativeDiskStore = nativeBinding.NativeDiskStore
 module.exports.NativeEventLog = nativeBinding.NativeEventLog
 module.exports.NativeExecutionBackend = nativeBinding.NativeExecutionBackend

@@ -253,6 +253,8 @@ test("sessions: turns see earlier turns, events resume with Last-Event-ID, messa
   const first = await post(base, "/sessions/chat/messages", { text: "first", author: "ana" });
   assert.deepEqual([first.status, first.body], [202, { runId: "chat.1", queued: false }]);
   await waitFor(() => live.frames.filter((f) => f.data.kind === "turn.end").length === 1, "turn 1");
+  // The turn.end frame goes out just before the session turns idle.
+  await waitFor(async () => (await get(base, "/sessions/chat")).body.active === undefined, "an idle session");
   const second = await post(base, "/sessions/chat/messages", { text: "second", context: { page: 2 } });
   assert.deepEqual(second.body, { runId: "chat.2", queued: false });
   await waitFor(() => live.frames.filter((f) => f.data.kind === "turn.end").length === 2, "turn 2");

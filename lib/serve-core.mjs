@@ -480,6 +480,8 @@ export function createAgentHandler(options) {
     } finally {
       job.admitted?.resolve({ admitted: false, reason: "cave_serve_draining" });
       if (!sawTurnEnd && !job.removed) errorFrames("cave_serve_run_ended_without_terminal_event");
+      // The session is idle as soon as its run is (the next run has its own id and lock).
+      job.session?.runSettled(job);
       await releaseHeld(job.runId);
       // A DELETE aborts the run, which leaves it pending: settle it as cancelled now.
       try {
@@ -490,7 +492,6 @@ export function createAgentHandler(options) {
         // the sweep retries
       }
       if (!job.session) job.buffer.settledAt = Date.now();
-      job.session?.runSettled(job);
     }
   }
 

@@ -896,6 +896,7 @@ module.exports.programCellOutput = nativeBinding.programCellOutput
 module.exports.runErrorCode = nativeBinding.runErrorCode
 module.exports.serveLimits = nativeBinding.serveLimits
 module.exports.sha256Hex = nativeBinding.sha256Hex
+module.exports.shellQuote = nativeBinding.shellQuote
 module.exports.staticContextDiagnostics = nativeBinding.staticContextDiagnostics
 module.exports.stepCostUsd = nativeBinding.stepCostUsd
 module.exports.TOOL_POLICY_TIMEOUT_MS = nativeBinding.TOOL_POLICY_TIMEOUT_MS

@@ -473,6 +473,11 @@ test("a session recovers after a restart from its journal: the pending run resum
   const report = await second.recover();
   assert.deepEqual(report.resumed, ["notes.2"]);
   await waitFor(async () => durableRunSummary(await store.load("notes.2")).status === "completed", "run 2 resumed");
+  // The journal settles before the handler's loop ends: wait for the session itself to be idle.
+  await waitFor(async () => {
+    const res = await second.fetch(new Request("http://x/sessions/notes", { headers: AUTH }));
+    return (await res.json()).active === undefined;
+  }, "an idle session");
   const journal = (await store.load("notes.2")).map((l) => JSON.parse(l));
   assert.equal(journal.filter((e) => e.type === "resumed").length, 1);
   const texts = journal.at(-1).conversation.messages.filter((m) => m.role === "user").map((m) => m.content[0].text);

@@ -173,3 +173,17 @@ test("stream() with an applied environment reports load_skill like any read tool
   }
   assert.deepEqual(names, [["skill", false]]);
 });
+
+test("bashkit's context status helpers match bashkit; MODEL_CONTEXT_LIMITS come from the catalog", async () => {
+  const bashkit = await import("bashkit");
+  const m = (n) => [{ role: "user", content: "x".repeat(n) }];
+  for (const n of [100, 2100, 2900, 3500]) {
+    const ours = aiSdk.getContextStatus(m(n), 1000);
+    assert.deepEqual(ours, bashkit.getContextStatus(m(n), 1000));
+    assert.equal(aiSdk.contextNeedsAttention(ours), bashkit.contextNeedsAttention(ours));
+    assert.equal(aiSdk.contextNeedsCompaction(ours), bashkit.contextNeedsCompaction(ours));
+  }
+  assert.deepEqual(aiSdk.getContextStatus(m(10), 1000, { knownTokenCount: 900 }), bashkit.getContextStatus(m(10), 1000, { knownTokenCount: 900 }));
+  assert.deepEqual(Object.keys(aiSdk.MODEL_CONTEXT_LIMITS), Object.keys(bashkit.MODEL_CONTEXT_LIMITS));
+  assert.equal(aiSdk.MODEL_CONTEXT_LIMITS["claude-sonnet-4-5"], 200_000);
+});

@@ -241,3 +241,28 @@ test("options knap does not act on are refused with a code naming them; printRec
   assert.deepEqual(JSON.parse(fs.readFileSync(file, "utf8")), JSON.parse(JSON.stringify(result.receipt)));
   assert.match(writes.join(""), new RegExp(`^run complete · 1 turn · \\d+\\.\\ds\\n[\\s\\S]*full receipt   \\.caveman/runs/${stamp}/receipt\\.json\\n$`));
 });
+
+test("normalizeCompaction applies the reference's defaults and checks", async () => {
+  assert.deepEqual({ ...knap.normalizeCompaction() }, { maxCompactions: 1, keepRecentTokens: 8000, summaryMaxTokens: 2048, minYieldTokens: 20000, headroomCalls: 3, pinnedUserTokens: 20000, preserveFirstUserMessage: true });
+  assert.throws(() => knap.normalizeCompaction({ maxCompactions: 0 }), { code: "cave_compaction_option_invalid" });
+  assert.throws(() => knap.normalizeCompaction({ preserveFirstUserMessage: 1 }), { code: "cave_compaction_option_invalid" });
+  assert.equal(knap.SUMMARY_SCHEMA_VERSION, 2);
+  assert.throws(() => knap.renderSummary(), { code: "cave_compaction_unsupported" });
+  const m = await import("knap/compaction");
+  assert.equal(m.normalizeCompaction, knap.normalizeCompaction);
+  const mem = await import("knap/memory");
+  assert.equal(mem.createMemoryEngine, knap.createMemoryEngine);
+});
+
+test('a "provider/id" subagent model resolves from knap\'s catalog when the run brings its streamFn', async () => {
+  const child = agent({ id: "child", instructions: "c", model: "anthropic/claude-haiku-4-5", sandbox: "host" });
+  const helper = knap.subagent({ name: "helper", description: "d", agent: child });
+  const parent = agent({ id: "parent", instructions: "p", model: fauxModel(), sandbox: "host", tools: [helper] });
+  const seen = [];
+  const script = scriptedStream([{ toolCalls: [{ name: "helper", args: { task: "t" } }] }, { text: "child done" }, { text: "parent done" }]);
+  const r = await run(parent, "go", { model: fauxModel(), streamFn: (model, context, options) => (seen.push(`${model.provider}/${model.id}:${model.contextWindow}`), script(model, context, options)) });
+  assert.equal(r.text, "parent done");
+  assert.match(seen[1], /^anthropic\/claude-haiku-4-5:\d+$/);
+  const bad = agent({ id: "bad", instructions: "c", model: "anthropic/no-such-model", sandbox: "host" });
+  await assert.rejects(run(bad, "go", { streamFn: scriptedStream([{ text: "x" }]) }), /unknown model "anthropic\/no-such-model"/);
+});

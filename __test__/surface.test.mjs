@@ -46,6 +46,10 @@ test("agentStaticContextDiagnostics counts the prompt and tool schemas without a
   const a = agentStaticContextDiagnostics(bare);
   const b = agentStaticContextDiagnostics(withTools);
   assert.equal(a.availableToolCount, 0);
+  assert.equal(a.basis, "system_prompt_plus_active_tool_definitions_json_utf8");
+  const withMemory = agentStaticContextDiagnostics(agent({ id: "a", instructions: "Hello", model: knap.auto(), memory: memory({ namespace: "n" }) }));
+  assert.equal(withMemory.availableToolCount, 3);
+  assert.ok(withMemory.staticContextBytes > a.staticContextBytes + 300);
   assert.equal(b.availableToolCount, 6);
   assert.equal(a.staticContextBytes, "Hello".length + "[]".length);
   assert.ok(b.staticContextBytes > a.staticContextBytes + 1000);
@@ -61,7 +65,7 @@ test("memory() validates as the reference; the engine entry points say they are 
   assert.throws(() => memory({ namespace: "n", consent: "shared" }), { code: "cave_memory_consent_unsupported" });
   assert.throws(() => memory({ namespace: "n", ttl: "1y" }), /caveman agent: memory ttl must use positive m, h, or d duration/);
   assert.throws(() => memory({ namespace: "n", recallBudget: -1 }), /caveman agent: memory recallBudget must be a non-negative integer/);
-  assert.throws(() => knap.createMemoryEngine(), { code: "cave_memory_engine_unsupported" });
+  assert.throws(() => knap.createMemoryEngine({ scope: { agentId: "a.b", namespace: "n" }, ttlMs: 1 }), { code: "cave_memory_agent_invalid" });
 });
 
 test("httpExecutionBackend validates its options; shellTools runs on it", () => {

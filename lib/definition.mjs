@@ -273,12 +273,3 @@ export function memory(options = {}) {
   return Object.freeze({ kind: "memory", namespace, provenance, ttl, recallBudget, consent, ambient: ambient === false ? false : Object.freeze({ ...ambient }) });
 }
 
-/** The memory engine's entry points exist so imports resolve; calling them says what is missing. */
-function memoryEngineUnsupported(name) {
-  return () => {
-    throw coded("cave_memory_engine_unsupported", `${name}: knap does not implement the memory engine yet`);
-  };
-}
-export const createMemoryEngine = memoryEngineUnsupported("createMemoryEngine");
-export const createInMemoryMemoryStorage = memoryEngineUnsupported("createInMemoryMemoryStorage");
-export const createFileMemoryAdapter = memoryEngineUnsupported("createFileMemoryAdapter");

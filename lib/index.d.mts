@@ -185,13 +185,10 @@ export interface MemoryDefinition {
   readonly consent: "local_only";
   readonly ambient: Readonly<Record<string, unknown>>;
 }
-/** Validated like the reference's; knap's runs do not use memory yet. */
+/** A local memory declaration; a run with it gets the memory engine (`RunOptions.memory`). */
 export declare function memory(options: { namespace: string; provenance?: "local"; ttl?: string; recallBudget?: number; consent?: "local_only"; ambient?: Record<string, unknown> }): MemoryDefinition;
 export declare function memoryTTLMilliseconds(ttl: string): number;
-/** Not implemented in knap: throw `cave_memory_engine_unsupported`. */
-export declare function createMemoryEngine(...args: unknown[]): never;
-export declare function createInMemoryMemoryStorage(...args: unknown[]): never;
-export declare function createFileMemoryAdapter(...args: unknown[]): never;
+
 
 export interface AgentStaticContextDiagnostics {
   staticContextBytes: number;
@@ -242,6 +239,18 @@ export interface DurableRunOptions {
 }
 
 export interface RunOptions {
+  /** The memory engine of a definition with `memory` (root, tenant, engine, storage, …). */
+  memory?: import("./memory.mjs").MemoryRuntimeConfig;
+  /** Writes the receipt under `.caveman/runs/<stamp>/` and prints it after a successful run(). */
+  printReceipt?: boolean;
+  sandboxProfile?: { network: boolean | Record<string, unknown>; childProcess: boolean; credentialEnv: readonly string[] };
+  /** Refused (`cave_run_option_unsupported`) until knap's kernel acts on them. */
+  modelRouter?: (input: unknown) => unknown;
+  controller?: import("./surface.mjs").AgentRunController;
+  budgetController?: import("./surface.mjs").BudgetController;
+  onBudgetExhausted?: "stop" | import("./surface.mjs").BudgetExhaustionHandler;
+  maxSubagentInvocations?: number;
+  maxConcurrentSubagents?: number;
   rootDir?: string;
   sessionId?: string;
   cacheRetention?: "none" | "short" | "long";

@@ -11,9 +11,6 @@ export {
   file,
   memory,
   memoryTTLMilliseconds,
-  createMemoryEngine,
-  createInMemoryMemoryStorage,
-  createFileMemoryAdapter,
 } from "./definition.mjs";
 export { auto, AUTO } from "./models.mjs";
 export { run, stream, CavemanRunError, agentStaticContextDiagnostics } from "./run.mjs";

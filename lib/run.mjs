@@ -13,6 +13,7 @@ import { storeRef, jsStoreHook } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
 import { refuseUnactedOptions } from "./run-options.mjs";
 import { printRunReceipt } from "./receipt.mjs";
+import { resolveRunMemory, localMemoryTools, MEMORY_SYSTEM_PROMPT } from "./memory.mjs";
 
 const INTERNAL_OPTIONS = ["buildIdentity", "efficiencyPlan", "lockedBuild", "candidatePlan", "caveRoute", "invocationTrace"];
 const announcedHost = new Set();
@@ -159,8 +160,16 @@ export function agentStaticContextDiagnostics(definition, options = {}) {
     sandbox: definition.sandbox,
     tools: definition.tools.map((tool) => toolSpec(tool, { kind: "host", key: 0 })),
   };
+  // A definition with memory also sends the three memory tools and the <cave-memory> block.
+  const memoryTools = definition.memory ? localMemoryTools({ scope: { namespace: definition.memory.namespace } }) : [];
+  for (const t of memoryTools) spec.tools.push(toolSpec(t, { kind: "host", key: 0 }));
   const d = native.staticContextDiagnostics(JSON.stringify(spec));
-  return { staticContextBytes: d.staticContextBytes, availableToolCount: d.availableToolCount, basis: "inferred" };
+  const memoryBytes = definition.memory ? Buffer.byteLength(`\n\n${MEMORY_SYSTEM_PROMPT}`) : 0;
+  return {
+    staticContextBytes: d.staticContextBytes + memoryBytes,
+    availableToolCount: d.availableToolCount,
+    basis: "system_prompt_plus_active_tool_definitions_json_utf8",
+  };
 }
 
 function serializeToolResult(name, value) {
@@ -261,6 +270,10 @@ function prepareRun(definition, options, input, content) {
   // to it when the run ends.
   const claim = options.conversation === undefined ? undefined : claimConversation(options.conversation);
   const sessionId = options.sessionId ?? options.conversation?.sessionId ?? `${definition.id}-${runId}`;
+  // RunOptions.memory: the engine, its three tools, the prompt block and (ambient) recall.
+  const memoryRun = definition.memory ? resolveRunMemory(definition, options.memory ?? {}) : undefined;
+  const recallText = typeof input === "string" ? input : content.filter((p) => p.type === "text").map((p) => p.text).join("\n");
+  const recall = memoryRun?.ambient && recallText.trim() ? memoryRun.engine.beginTurn({ sessionId, text: recallText }) : undefined;
   let durableSpec;
   let store;
   if (durable !== undefined && durable !== null) {
@@ -271,7 +284,7 @@ function prepareRun(definition, options, input, content) {
     // kernel checks it on resume and writes the terminal one in run_completed.
     if (claim) durableSpec.conversation = JSON.parse(native.durableConversationCheckpoint(sessionId, JSON.stringify(claim.history)));
   }
-  return { rootDir, runId, sandbox, claim, sessionId, durableSpec, store };
+  return { rootDir, runId, sandbox, claim, sessionId, durableSpec, store, memoryRun, recall };
 }
 
 /** A host error as the kernel reads it: the message, and the `code` when there is one. */
@@ -294,7 +307,8 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
   const startModel = async (req) => {
     let conv = conversations.get(req.conversation);
     if (!conv) {
-      conv = { systemPrompt: req.systemPrompt ?? "", tools: req.tools ?? [], messages: [], last: undefined };
+      const memoryBlock = prep.memoryRun && req.conversation === 1 ? `\n\n${MEMORY_SYSTEM_PROMPT}` : "";
+      conv = { systemPrompt: (req.systemPrompt ?? "") + memoryBlock, tools: req.tools ?? [], messages: [], last: undefined };
       conversations.set(req.conversation, conv);
     }
     if (conv.last) conv.messages.push(conv.last);
@@ -306,6 +320,11 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
     if (req.reasoning && req.reasoning !== "off") callOptions.reasoning = req.reasoning;
     if (options.cacheRetention !== undefined) callOptions.cacheRetention = options.cacheRetention;
     const context = { systemPrompt: conv.systemPrompt, messages: conv.messages.slice(), tools: conv.tools };
+    // The previous turn's recall goes just before the current prompt, on every root call; it is
+    // never written into the conversation or the journal.
+    if (prep.recall?.prompt && req.conversation === 1) {
+      context.messages.splice(prep.claim?.history?.length ?? 0, 0, { role: "user", content: prep.recall.prompt, timestamp: Date.now() });
+    }
     const onEvent = !quiet && req.conversation === 1 ? (event) => events.push({ type: "pi", runId, event }) : undefined;
     const message = await callModel({ model, context, options: callOptions, streamFn, onEvent });
     conv.last = message;
@@ -440,6 +459,9 @@ async function* runEvents(definition, content, options, quiet, input) {
   let graph;
   try {
     graph = await buildGraph(definition, options, prep.rootDir, registry, true, prep.sandbox);
+    if (prep.memoryRun) {
+      for (const t of localMemoryTools(prep.memoryRun.engine)) graph.tools.push(toolSpec(t, { kind: "host", key: registry.tools.push(t) - 1 }));
+    }
   } catch (setupError) {
     options.signal?.removeEventListener("abort", onAbort);
     yield { type: "run_start", runId, agentId: definition.id };
@@ -464,6 +486,7 @@ async function* runEvents(definition, content, options, quiet, input) {
         if (event.type === "run_end") {
           completed = true;
           commitConversation(event.result);
+          if (prep.memoryRun?.ambient && event.result.text?.trim()) prep.memoryRun.engine.endTurn({ sessionId: prep.sessionId, text: event.result.text });
         }
         yield event;
         if (completed) return;

@@ -127,3 +127,15 @@ export declare class ObjectDurableStore { constructor(...args: unknown[]) }
 export { PROGRAMMATIC_TOOL_NAME, programmaticToolInstructions, createProgrammaticToolRuntime } from "./programmatic-tools.mjs";
 export declare class ProgrammaticSpeculationScope { constructor(...args: unknown[]) }
 export declare const createProgrammaticToolErrorWrapper: Unsupported, programmaticToolMetadata: Unsupported;
+export {
+  MemoryEngine, createMemoryEngine, createFileMemoryAdapter, createInMemoryMemoryStorage, createSparseEmbeddingAdapter,
+  openAICompatibleMemoryEmbedding, completionMemorySidecar, createMemoryWorkflow, emptyMemoryState, cosine, packVector, SqlMemoryStorage,
+} from "./memory.mjs";
+export type * from "./memory.mjs";
+export declare const SUMMARY_SCHEMA_VERSION: 2;
+export interface CompactionOptions { maxCompactions?: number; keepRecentTokens?: number; summaryMaxTokens?: number; minYieldTokens?: number; headroomCalls?: number; pinnedUserTokens?: number; preserveFirstUserMessage?: boolean; summarizerModel?: unknown }
+export type NormalizedCompaction = Readonly<Required<Omit<CompactionOptions, "summarizerModel">> & { summarizerModel?: unknown }>;
+export declare function normalizeCompaction(options?: CompactionOptions): NormalizedCompaction;
+export declare const contextSummarySources: Unsupported, latestContextSummary: Unsupported, parseContextSummary: Unsupported,
+  renderSummary: Unsupported, summarizationInstruction: Unsupported, validateContextSummaryTransition: Unsupported,
+  evaluateContextSummary: Unsupported, evaluateContextSummaryStability: Unsupported, runContextCompactionHarness: Unsupported;

@@ -28,3 +28,18 @@ export {
 } from "./definition-extras.mjs";
 export * from "./unsupported.mjs";
 export { PROGRAMMATIC_TOOL_NAME, programmaticToolInstructions, createProgrammaticToolRuntime } from "./programmatic-tools.mjs";
+export {
+  MemoryEngine,
+  createMemoryEngine,
+  createFileMemoryAdapter,
+  createInMemoryMemoryStorage,
+  createSparseEmbeddingAdapter,
+  openAICompatibleMemoryEmbedding,
+  completionMemorySidecar,
+  createMemoryWorkflow,
+  emptyMemoryState,
+  cosine,
+  packVector,
+  SqlMemoryStorage,
+} from "./memory.mjs";
+export * from "./compaction.mjs";

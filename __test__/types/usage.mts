@@ -62,3 +62,17 @@ import { validateRunReceipt, renderReceipt, normalizeAgentInput, sha256, stableS
   const floor: 256 = OUTPUT_CLAMP_FLOOR_TOKENS;
   void [text, bytes, digest, b, floor, artifact({ strategy: "verbatim" }).strategy];
 }
+
+// Memory engine and plugins.
+import { createMemoryEngine, createInMemoryMemoryStorage, memory as declareMemory } from "knap";
+import type { MemoryEngine, MemoryHit } from "knap";
+import { loadAgentEnvironment, applyAgentEnvironment } from "knap/plugins";
+{
+  const engine: MemoryEngine = createMemoryEngine({ scope: { agentId: "a", namespace: "n" }, ttlMs: 1000, storage: createInMemoryMemoryStorage() });
+  const hits: readonly MemoryHit[] = await engine.search("x");
+  const withMemory = agent({ id: "m", instructions: "x", model: auto(), memory: declareMemory({ namespace: "n" }) });
+  await run(withMemory, "hi", { memory: { engine }, printReceipt: false });
+  const env = await loadAgentEnvironment({ cwd: "." });
+  const applied = applyAgentEnvironment(withMemory, env);
+  void [hits.length, applied.id, env.skills.map((s) => s.id)];
+}

@@ -773,7 +773,7 @@ export declare function createExecutionPolicy(planModeState?: PlanModeState, con
 export declare function createOutputPolicy(config?: OutputPolicyConfig): ContextLayer;
 export declare function middleTruncate(text: string, maxLength: number): string;
 
-// bashkit's types for features knap does not provide yet (compaction, context status, system
+// bashkit's types for compaction, context status and system
 // context assembly): declared so code written against bashkit's
 // types compiles; the functions are not exported.
 export interface CompactConversationConfig {
@@ -927,3 +927,4 @@ export declare function toAiSdkTools(
 ): Record<string, Tool<Record<string, unknown>, unknown>>;
 export { discoverSkills, parseSkillMetadata, skillsToXml, loadSkillBundle, loadSkillBundles, fetchSkill, fetchSkills, setupAgentEnvironment } from "./skills.mjs";
 export type { DiscoverSkillsOptions, SkillBundle, SkillContent, AgentEnvironmentConfig, SetupResult } from "./skills.mjs";
+export { getContextStatus, contextNeedsAttention, contextNeedsCompaction, MODEL_CONTEXT_LIMITS } from "./context-status.mjs";

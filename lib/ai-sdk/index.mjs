@@ -16,3 +16,4 @@ export { discoverSkills, parseSkillMetadata, skillsToXml, loadSkillBundle, loadS
 export { createVercelSandbox, createE2BSandbox, ensureSandboxTools } from "./remote-sandboxes.mjs";
 export { createRedisCacheStore } from "./redis-store.mjs";
 export { isDebugEnabled, getDebugLogs, clearDebugLogs, reinitDebugMode } from "../debug.mjs";
+export { getContextStatus, contextNeedsAttention, contextNeedsCompaction, MODEL_CONTEXT_LIMITS } from "./context-status.mjs";

@@ -17,6 +17,7 @@ pub mod glob;
 pub mod kernel;
 pub mod launch;
 pub mod limits;
+pub mod memory;
 pub mod lines;
 pub mod policy;
 pub mod program;

@@ -1,0 +1,2 @@
+// `@caveman-ai/agent/compaction`.
+export * from "../compaction.mjs";

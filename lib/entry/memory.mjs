@@ -1,0 +1,3 @@
+// `@caveman-ai/agent/memory`.
+export * from "../memory.mjs";
+export { memory, memoryTTLMilliseconds } from "../definition.mjs";

@@ -2,7 +2,6 @@
 //   RunOptions.model > definition model object > "provider/id" string > auto()
 // and auto(): CAVE_MODEL > <rootDir>/.caveman/provider.json > first provider credential.
 // The Pi catalog and transport come from the optional peer @mariozechner/pi-ai, imported lazily.
-import { native } from "./native.mjs";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { loadPiAi } from "./pi-ai.mjs";
@@ -98,11 +97,13 @@ async function catalog(runOptions, internals) {
     return models;
   }
   // With the run's own transport, "provider/id" resolves from knap's catalog: no pi-ai needed.
-  if (typeof runOptions?.streamFn === "function") return coreCatalog;
+  // (loaded lazily: the model layer itself loads without the addon, for knap/testing).
+  if (typeof runOptions?.streamFn === "function") {
+    const { native } = await import("./native.mjs");
+    return { getModel: (provider, id) => native.catalogModel(String(provider), String(id)) ?? undefined };
+  }
   return builtinModels(internals);
 }
-
-const coreCatalog = Object.freeze({ getModel: (provider, id) => native.catalogModel(String(provider), String(id)) ?? undefined });
 
 function splitPinned(spec) {
   if (typeof spec !== "string") throw new Error(PINNED_FORMAT);

@@ -57,6 +57,12 @@ pub fn pack(adapter: &str, values: &[f64]) -> Vector {
   }
 }
 
+/// The vector's int8 components.
+pub(crate) fn raw(v: &Vector) -> Option<Vec<i8>> {
+  let bytes = b64_decode(&v.data)?;
+  (bytes.len() == v.dimensions as usize).then(|| bytes.into_iter().map(|b| b as i8).collect())
+}
+
 /// The vector's values (dequantized).
 pub fn unpack(v: &Vector) -> Option<Vec<f32>> {
   let bytes = b64_decode(&v.data)?;

@@ -773,9 +773,8 @@ export declare function createExecutionPolicy(planModeState?: PlanModeState, con
 export declare function createOutputPolicy(config?: OutputPolicyConfig): ContextLayer;
 export declare function middleTruncate(text: string, maxLength: number): string;
 
-// bashkit's types for compaction, context status and system
-// context assembly): declared so code written against bashkit's
-// types compiles; the functions are not exported.
+// bashkit's types for compaction, context status and system context assembly (the context
+// status functions are exported below; the compaction and system-context ones not yet).
 export interface CompactConversationConfig {
   maxTokens: number;
   compactionThreshold?: number;

@@ -59,6 +59,15 @@ export declare class NativeDiskStore {
   list(): Promise<Array<string>>
 }
 
+export declare class NativeEventLog {
+  constructor(sessionId: string, capacity?: number | undefined | null)
+  /** Numbers and stores a frame of `payload` (`{"kind":…}` JSON); returns it with its seq. */
+  push(payload: string): EventFrame
+  get nextSeq(): number
+  /** The replay for a `Last-Event-ID` header (or `lastEventId` query) value. */
+  replay(lastEventId: string | undefined | null, clientAheadIsGap: boolean): EventReplay
+}
+
 /** A core execution backend, for `localExecutionBackend()` and for `shellTools()`. */
 export declare class NativeExecutionBackend {
   /** This host's backend. */
@@ -131,7 +140,10 @@ export declare class NativeSandbox {
   constructor(options: BindingSandboxOptions)
   /** The canonical workspace directory. */
   get root(): string
-  /** Stops the commands Bash started with `run_in_background` (their process groups). */
+  /**
+   * Kills every command still running (background runs included, with everything they
+   * started), removes the background log files, refuses later commands.
+   */
   destroy(): void
   /**
    * Runs `/bin/sh -c command`; each stream comes back through `middleTruncate` at
@@ -152,6 +164,8 @@ export declare class NativeShellTools {
   /** The id the kernel uses to run these tools natively. */
   get id(): number
   specs(): Array<BindingToolSpec>
+  /** Kills every command the tool set still runs (daemons included) and refuses later calls. */
+  close(): void
   /** Runs one tool off the JS thread. `inputJson` is the tool input as JSON text. */
   execute(name: string, inputJson: string, cancel?: CancelToken | undefined | null): Promise<BindingToolResult>
 }
@@ -608,10 +622,29 @@ export declare function codingLimits(): BindingCodingLimits
 /** The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS. */
 export declare const DURABLE_MAX_JOURNAL_BYTES: number
 
+/** The terminal `run_failed` line of a cancelled run (`settleCancelledRun`). */
+export declare function durableCancelledLine(reason: string): string
+
+/** The `cancel_requested` line for `requestDurableCancel` (throws `cave_durable_cancel_reason_invalid`). */
+export declare function durableCancelRequestedLine(reason: string): string
+
+/** `DurableConversationCheckpoint` of `messages` (JSON text): `{sessionId, messagesSha256, messages}`. */
+export declare function durableConversationCheckpoint(sessionId: string, messagesJson: string): string
+
 export declare function durableInputIsReplayable(input: string): boolean
+
+/**
+ * `durableRunSummary` plus what the serve sweep needs: `{summary, sessionId, baseValid,
+ * checkpoint}` as JSON (`checkpoint`: the session's restore point, `null` if none, `false` if
+ * its digest does not recompute). Runs on a worker: a long journal is parsed off the event loop.
+ */
+export declare function durableInspect(lines: Array<string>): Promise<string>
 
 /** `durableRunSummary(lines)` as JSON text. */
 export declare function durableRunSummaryJson(lines: Array<string>): string
+
+/** The `sleep_scheduled` line for `scheduleDurableWake`. */
+export declare function durableSleepLine(wakeAtMs: number, nowMs: number, reason: string): string
 
 export interface EditCall {
   result: EditToolOutput | ToolErrorResult
@@ -630,6 +663,23 @@ export interface EditToolOutput {
   message: string
   file_path: string
   replacements: number
+}
+
+export interface EventFrame {
+  seq: number
+  frame: string
+}
+
+export interface EventGap {
+  requestedSeq: number
+  earliestSeq: number
+}
+
+/** A replay for one subscriber: the gap notice (if any) and the frames, in seq order. */
+export interface EventReplay {
+  gap?: EventGap
+  seqs: Array<number>
+  frames: Array<string>
 }
 
 export interface GlobToolInput {
@@ -740,6 +790,9 @@ export declare function kernelStats(): BindingKernelStats
 /** Three-tier model-id matching: the index of the candidate `model` resolves to, or `undefined`. */
 export declare function matchModelId(model: string, candidates: Array<string>): number | null
 
+/** `MAX_DURABLE_SLEEP_MS` (30 days). */
+export declare const MAX_DURABLE_SLEEP_MS: number
+
 /** One operation on a state held by a JS storage adapter: `{state, result, changed}` as JSON. */
 export declare function memoryApply(stateJson: string, opJson: string, now: number): string
 
@@ -828,6 +881,31 @@ export interface SandboxExecResult {
 export interface SchemaCheck {
   value?: any
   error?: string
+}
+
+export declare function serveLimits(): ServeLimits
+
+/** Serving limits, one place (knap-core's limits.rs). */
+export interface ServeLimits {
+  maxBodyBytes: number
+  maxConcurrentRuns: number
+  maxQueuedRuns: number
+  minTokenChars: number
+  eventBufferFrames: number
+  streamHighWaterBytes: number
+  heartbeatMs: number
+  settledBufferMs: number
+  settledBuffers: number
+  maxSessions: number
+  sessionMessages: number
+  sessionTombstones: number
+  sessionIdleMs: number
+  sessionMessageContextMaxBytes: number
+  settledMemo: number
+  recoverySweepIntervalMs: number
+  closeGraceMs: number
+  drainPollMs: number
+  frameTextChars: number
 }
 
 /** Lowercase hex SHA-256 of UTF-8 text or bytes. */

@@ -8,7 +8,9 @@ const packed = new Set(files.map((f) => f.path));
 const problems = [];
 
 const pkg = JSON.parse(execFileSync("npm", ["pkg", "get", "exports", "--json"], { encoding: "utf8" }));
-const required = ["package.json", "README.md", "index.js", "index.d.ts", "knap.linux-x64-gnu.node"];
+const required = ["package.json", "README.md", "index.js", "index.d.ts", "knap.linux-x64-gnu.node", "knap-exec-server"];
+const bins = JSON.parse(execFileSync("npm", ["pkg", "get", "bin", "--json"], { encoding: "utf8" }));
+for (const target of Object.values(bins)) required.push(target.replace(/^\.\//, ""));
 for (const entry of Object.values(pkg)) {
   if (typeof entry === "string") required.push(entry.replace(/^\.\//, ""));
   else for (const target of Object.values(entry)) if (typeof target === "string") required.push(target.replace(/^\.\//, ""));

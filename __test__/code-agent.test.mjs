@@ -529,3 +529,42 @@ test("an execution backend runs the coding agent's tools elsewhere (no command s
   }
 });
 
+
+test("command sessions are on by default on the local backend, with the coding agent's limits; close() kills live ones", async (t) => {
+  const ws = tempWorkspace();
+  t.after(ws.cleanup);
+  const bashOf = (agent) => agent.definition.tools.find((tool) => tool.name === "bash");
+
+  for (const executionBackend of [undefined, localExecutionBackend()]) {
+    const agent = createCodingAgent({ workspace: ws.root, model: "a/b", ...(executionBackend ? { executionBackend } : {}) });
+    const bash = bashOf(agent);
+    assert.equal(await bash.execute({ action: "list" }), "command sessions: none");
+    const page = await bash.execute({ command: "echo up; exec sleep 60", yieldTimeMs: 300 });
+    const id = /^session (cmd_[a-f0-9]{32}) · running\n/.exec(page)?.[1];
+    assert.ok(id, page);
+    assert.match(await bash.execute({ action: "list" }), new RegExp(`^command sessions: 1 retained · oldest first\n${id} · running · stdin open · `));
+    await agent.close();
+    await agent.close(); // memoized
+    // The runtime is closed: its sessions are gone and no new one starts.
+    await assert.rejects(bash.execute({ command: "echo again", yieldTimeMs: 100 }), /command_session_runtime_closed/);
+  }
+
+  // The pool holds 8 live sessions (the runtime's own default is 64).
+  const agent = createCodingAgent({ workspace: ws.root, model: "a/b" });
+  t.after(() => agent.close());
+  const bash = bashOf(agent);
+  for (let i = 0; i < 8; i++) assert.match(await bash.execute({ command: "exec sleep 60", yieldTimeMs: 0 }), / · running\n/);
+  await assert.rejects(bash.execute({ command: "exec sleep 60", yieldTimeMs: 0 }), {
+    message: 'caveman-code: all 8 command sessions are still live; kill one with bash({action:"kill",sessionId}) before starting another',
+  });
+
+  // Off: a session-shaped call is refused with the reference's code.
+  const off = createCodingAgent({ workspace: ws.root, model: "a/b", commandSessions: false });
+  await assert.rejects(bashOf(off).execute({ action: "list" }), { code: "cave_execution_backend_command_sessions_local_only" });
+  assert.equal(await bashOf(off).execute({ command: "echo hi" }), "exit 0\nhi\n");
+
+  // A spill option reaches the runtime, which checks it.
+  assert.throws(() => createCodingAgent({ workspace: ws.root, model: "a/b", commandSessionSpill: { directory: "relative", maxBytes: 1024 } }), /command_session_spill_directory_invalid/);
+  const spilled = createCodingAgent({ workspace: ws.root, model: "a/b", commandSessionSpill: { directory: ws.outside, maxBytes: 1024 } });
+  await spilled.close();
+});

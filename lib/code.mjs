@@ -16,5 +16,5 @@ export { proveRecovery, formatRecoveryProof } from "./code/recovery.mjs";
 export { summarizeCodingTaskAttempts } from "./code/economics.mjs";
 export { codingModelsAtProviderBaseURL } from "./code/provider-base-url.mjs";
 export { PROGRAMMATIC_TOOL_NAME, createProgrammaticToolRuntime, programmaticToolInstructions } from "./programmatic-tools.mjs";
-export { createCommandSessionRuntime } from "./code/pending.mjs";
+export { createCommandSessionRuntime } from "./command-session.mjs";
 export { AgentRunController } from "./run-controller.mjs";

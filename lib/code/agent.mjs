@@ -8,7 +8,7 @@ import { applyAgentDefinitionTransforms } from "../definition-extras.mjs";
 import { shellTools, isLocalBackend, localExecutionBackend } from "../shell-tools.mjs";
 import { createProgrammaticToolRuntime, PROGRAMMATIC_TOOL_NAME } from "../programmatic-tools.mjs";
 import { codingLimits } from "../program/cell.mjs";
-import { createCommandSessionRuntime, commandSessionsAvailable } from "./pending.mjs";
+import { createCommandSessionRuntime } from "../command-session.mjs";
 
 const L = codingLimits();
 
@@ -198,10 +198,12 @@ export function createCodingAgent(options = {}) {
     throw codedError("cave_execution_backend_command_sessions_local_only");
   }
   if (options.commandSessions === false && spill !== undefined) throw codedError("cave_execution_backend_command_sessions_disabled");
-  // Sessions are on by default on the local backend, once the runtime exists in this build;
-  // asking for them explicitly where they cannot run is an error (from the runtime).
-  const wantSessions = local && (options.commandSessions === true || (options.commandSessions === undefined && commandSessionsAvailable()));
-  const sessions = wantSessions ? createCommandSessionRuntime({ ...COMMAND_SESSION_LIMITS, ...(spill !== undefined ? { spill } : {}) }) : undefined;
+  // Sessions are on by default on the local backend (reference §1.3); the runtime's own limits are
+  // looser, so the coding agent passes its values. A bad spill is refused here by the runtime.
+  const sessions =
+    local && options.commandSessions !== false
+      ? createCommandSessionRuntime({ ...COMMAND_SESSION_LIMITS, ...(spill !== undefined ? { spill } : {}) })
+      : undefined;
 
   const samples = [];
   const record = (label, text) => {

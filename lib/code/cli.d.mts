@@ -1,6 +1,10 @@
 // Types of the `caveman-code` CLI module (`@caveman-ai/coding-agent/cli`).
 import type { SessionBill, CodingSessionRunOptions, createCodingAgent, runCodingSession, codingModelsAtProviderBaseURL } from "../code.mjs";
 
+// In a declaration file every top-level declaration is exported unless the file has an export
+// declaration; this one keeps the two helper aliases below out of the module's names.
+export {};
+
 type Output = NonNullable<CodingSessionRunOptions["output"]>;
 type Input = NonNullable<CodingSessionRunOptions["input"]>;
 
@@ -26,3 +30,5 @@ export declare function main(
     codingModelsAtProviderBaseURL?: typeof codingModelsAtProviderBaseURL;
   },
 ): Promise<SessionBill | undefined>;
+/** Runs `main()` as the process (the `caveman-code` bin): exit status 0 after a session or `--help`, 1 with the message on stderr. */
+export declare function runCli(): void;

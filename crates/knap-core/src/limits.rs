@@ -164,8 +164,10 @@ pub const AI_READ_BINARY_SNIFF_CHARS: usize = 1_000;
 pub const AI_EXEC_MAX_OUTPUT_LENGTH: usize = 10_000_000;
 /// Bash `run_in_background`: launching the command may take this long (ms).
 pub const AI_BACKGROUND_START_TIMEOUT_MS: u64 = 10_000;
-/// Read: files up to this size are read on the calling thread (no thread hop).
-pub const AI_INLINE_READ_MAX_BYTES: u64 = 64 * 1024;
+/// `read_file` and the AI SDK's Read: a regular file up to this size is read on the calling
+/// thread. A hop to the blocking pool and back (a futex wake of an idle core each way) costs
+/// more than reading 64 KiB from the page cache; past this size the read streams on the pool.
+pub const INLINE_READ_MAX_BYTES: u64 = 64 * 1024;
 /// Cache: results are kept this long by default (ms), in an LRU of this many entries.
 pub const AI_CACHE_TTL_MS: u64 = 5 * 60 * 1000;
 pub const AI_CACHE_MAX_ENTRIES: usize = 1_000;

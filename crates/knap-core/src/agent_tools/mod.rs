@@ -466,7 +466,7 @@ impl AgentTools {
       Some(local) => {
         let inline = local
           .stat(&path)
-          .map(|s| s.is_file && s.size <= AI_INLINE_READ_MAX_BYTES)
+          .map(|s| s.is_file && s.size <= INLINE_READ_MAX_BYTES)
           .unwrap_or(false);
         if inline {
           // A small file: read here, no hop to a blocking thread.

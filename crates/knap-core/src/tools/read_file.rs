@@ -1,8 +1,10 @@
-//! `read_file`: numbered lines, optional offset/limit, head-capped. The file is streamed, so
-//! memory is bounded by what the cap and the store can use, not by the file.
+//! `read_file`: numbered lines, optional offset/limit, head-capped. A file of at most
+//! `INLINE_READ_MAX_BYTES` is read on the calling thread; a larger one is streamed on the
+//! blocking pool, so memory is bounded by what the cap and the store can use, not by the file.
 
 use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -11,7 +13,7 @@ use super::args::Args;
 use super::{aborted, blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::{cap_tool_output, CapRequest, Direction};
 use crate::error::{Caveman, ToolError};
-use crate::limits::STORE_ENTRY_MAX_BYTES;
+use crate::limits::{INLINE_READ_MAX_BYTES, STORE_ENTRY_MAX_BYTES};
 use crate::lines::{scan, LineSink, LossyDecoder};
 
 pub(super) async fn run(
@@ -38,30 +40,59 @@ pub(super) async fn run(
   }
   let resolved = tools.workspace().resolve(&path)?;
   let file = tools.workspace().open_read(&path, &resolved, "stat")?;
+  // fstat of an open descriptor does not wait on the disk: done here, before choosing a path.
+  let meta = file
+    .metadata()
+    .map_err(|e| ToolError::from_io(&e, "stat", &resolved.abs))?;
+  let ft = meta.file_type();
+  if !ft.is_file() || ft.is_fifo() {
+    return Err(ToolError::caveman(Caveman::NotAFile(path)));
+  }
+  let (offset, limit) = (offset as u64, limit.map(|l| l as u64));
+  let mut head = Vec::new();
+  if meta.len() <= INLINE_READ_MAX_BYTES {
+    // A small file is read and numbered on the calling thread: no blocking-pool hop.
+    head.reserve_exact(meta.len() as usize + 1);
+    (&file)
+      .take(INLINE_READ_MAX_BYTES + 1)
+      .read_to_end(&mut head)
+      .map_err(read_error(&path, &resolved.abs))?;
+    if head.len() as u64 <= INLINE_READ_MAX_BYTES {
+      let numbered = number_lines(
+        &head[..],
+        offset,
+        limit,
+        keep,
+        &cancel,
+        &read_error(&path, &resolved.abs),
+      )?;
+      return Ok(finish(tools, &path, numbered));
+    }
+    // The file grew past the inline size while it was read: what was read is kept and the
+    // rest streams on the pool, as for a large file.
+  }
   let shown = path.clone();
   let numbered = blocking(move || {
-    let meta = file
-      .metadata()
-      .map_err(|e| ToolError::from_io(&e, "stat", &resolved.abs))?;
-    let ft = meta.file_type();
-    if !ft.is_file() || ft.is_fifo() {
-      return Err(ToolError::caveman(Caveman::NotAFile(shown)));
-    }
-    let read_error = |e: std::io::Error| match e.raw_os_error() {
-      Some(libc::EISDIR) => ToolError::caveman(Caveman::NotAFile(shown.clone())),
-      _ => ToolError::from_io(&e, "read", &resolved.abs),
-    };
+    let reader = std::io::Cursor::new(head).chain(file);
     number_lines(
-      file,
-      offset as u64,
-      limit.map(|l| l as u64),
+      reader,
+      offset,
+      limit,
       keep,
       &cancel,
-      &read_error,
+      &read_error(&shown, &resolved.abs),
     )
   })
   .await?;
   Ok(finish(tools, &path, numbered))
+}
+
+/// A read error of `read_file`: `EISDIR` (a directory that passed as a file) is `not a file`.
+fn read_error<'a>(shown: &'a str, abs: &'a Path) -> impl Fn(std::io::Error) -> ToolError + 'a {
+  move |e| match e.raw_os_error() {
+    Some(libc::EISDIR) => ToolError::caveman(Caveman::NotAFile(shown.to_string())),
+    _ => ToolError::from_io(&e, "read", abs),
+  }
 }
 
 fn finish(tools: &ShellTools, path: &str, numbered: Numbered) -> ToolOutput {
@@ -101,12 +132,18 @@ async fn run_remote(
     Err(e) if e.code == "EISDIR" => return Err(ToolError::caveman(Caveman::NotAFile(path))),
     other => other?,
   };
-  let numbered = blocking(move || {
+  let inline = bytes.len() as u64 <= INLINE_READ_MAX_BYTES;
+  let number = move || {
     number_lines(&bytes[..], offset, limit, keep, &cancel, &|e| {
       ToolError::from_io(&e, "read", &abs)
     })
-  })
-  .await?;
+  };
+  // The bytes are in memory already; only numbering a large file is worth a pool hop.
+  let numbered = if inline {
+    number()?
+  } else {
+    blocking(number).await?
+  };
   Ok(finish(tools, &path, numbered))
 }
 

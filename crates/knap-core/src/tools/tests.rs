@@ -296,6 +296,44 @@ async fn read_file_numbers_lines() {
 }
 
 #[tokio::test]
+async fn read_file_reads_small_files_inline_and_streams_large_ones_to_the_same_text() {
+  use futures::FutureExt;
+  let ws = workspace();
+  let max = crate::limits::INLINE_READ_MAX_BYTES as usize;
+  // Around the inline limit and well past it: the same numbering either way.
+  for size in [max - 1, max, max + 1, 3 * max + 5] {
+    let mut content = String::new();
+    let mut i = 0;
+    while content.len() < size {
+      content.push_str(&format!("line {i:07}\n"));
+      i += 1;
+    }
+    content.truncate(size);
+    let name = format!("f{size}.txt");
+    ws.write(&name, &content);
+    let lines: Vec<&str> = content.split('\n').collect();
+    let n = lines.len();
+    let expect = (n - 2..=n)
+      .map(|k| format!("{k}\t{}", lines[k - 1]))
+      .collect::<Vec<_>>()
+      .join("\n");
+    let got = ws
+      .ok("read_file", json!({"path": name, "offset": n - 2, "limit": 3}))
+      .await;
+    assert_eq!(got, expect, "file of {size} bytes");
+  }
+  // A small file is answered in the tool's first poll: no hop to the blocking pool and back.
+  ws.write("small.txt", "x\ny\n");
+  let input = json!({"path": "small.txt"});
+  let first = ws
+    .tools
+    .execute("read_file", &input, CancellationToken::new())
+    .now_or_never()
+    .expect("a small read_file completes without waiting on another thread");
+  assert_eq!(first.unwrap().text, "1\tx\n2\ty\n3\t");
+}
+
+#[tokio::test]
 async fn read_file_errors() {
   let ws = workspace();
   std::fs::create_dir(ws.path("dir")).unwrap();

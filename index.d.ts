@@ -130,6 +130,18 @@ export declare class NativeRun {
   replyTool(id: number, text: string): BindingRunOutcome | null
   /** Answers request `id` (a model turn or a JS tool call) with what it threw. */
   replyError(id: number, error: BindingHostError): BindingRunOutcome | null
+  /**
+   * `context.dispatch(name, input, options)` of the composite container running as JS tool
+   * call `callId`: the kernel admits and runs it, and answers through the `nested` hook with
+   * `reply` (the caller's id for this dispatch). `aborted`: `options.signal` had already
+   * aborted (`reason`: its reason's message when that was an Error).
+   */
+  dispatchNested(reply: number, callId: number, name: string, args: unknown, claimSpeculation: boolean, aborted: boolean, reason?: string | undefined | null): BindingRunOutcome | null
+  /**
+   * The `options.signal` of dispatch `reply` aborted (`reason`: its reason's message when
+   * that was an Error).
+   */
+  abortNested(reply: number, reason?: string | undefined | null): BindingRunOutcome | null
   /** Polls the run after a wake from another thread (the `pump` hook). */
   pump(): BindingRunOutcome | null
   /** Aborts the run: the model call is dropped and running tools are killed. */
@@ -447,7 +459,9 @@ export interface BindingProgramTool {
 /** The hooks a run calls, one per concern. */
 export interface BindingRunHooks {
   model: (request: { reply: number; conversation: number; modelKey: number; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string }) => void
-  tool: (request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean }) => void
+  tool: (request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean; nested: boolean }) => void
+  /** A `context.dispatch` settled: its value, or the error it failed with. */
+  nested: (answer: { reply: number; ok: boolean; value?: unknown; message?: string; code?: string }) => void
   /** The user's policy (wrapped): its decision, or a Promise of it. */
   policy?: (input: { runId: string; agentId: string; agentPath: string[]; toolCallId: string; parentToolCallId?: string; name: string; effect: string; args: unknown }) => unknown
   /** A batch of `CavemanRunEvent`s, in order. */

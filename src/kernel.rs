@@ -17,6 +17,7 @@ use knap_core::exec::BoxFuture;
 use knap_core::kernel::event::RunEvent;
 use knap_core::kernel::host::{Host, HostError, HostToolCall, ModelCall, ToolSchema};
 use knap_core::kernel::local::{LocalExecutor, LocalHandle};
+use knap_core::kernel::nested::{NestedAbort, NestedInbox, NestedRequest};
 use knap_core::kernel::message::{
   AssistantMessage, AssistantPart, Message, MessageUsage, StopReason, TextPart, ThinkingPart, ToolCall,
   UsageCost,
@@ -65,9 +66,12 @@ pub struct BindingRunHooks {
   )]
   pub model: FunctionRef<Serde<ModelRequest>, ()>,
   #[napi(
-    ts_type = "(request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean }) => void"
+    ts_type = "(request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean; nested: boolean }) => void"
   )]
   pub tool: FunctionRef<Serde<ToolRequest>, ()>,
+  /// A `context.dispatch` settled: its value, or the error it failed with.
+  #[napi(ts_type = "(answer: { reply: number; ok: boolean; value?: unknown; message?: string; code?: string }) => void")]
+  pub nested: FunctionRef<Serde<NestedAnswer>, ()>,
   /// The user's policy (wrapped): its decision, or a Promise of it.
   #[napi(
     ts_type = "(input: { runId: string; agentId: string; agentPath: string[]; toolCallId: string; parentToolCallId?: string; name: string; effect: string; args: unknown }) => unknown"
@@ -124,6 +128,21 @@ pub struct ToolRequest {
   #[serde(skip_serializing_if = "Option::is_none")]
   durable: Option<DurableJs>,
   composite: bool,
+  nested: bool,
+}
+
+/// How one `context.dispatch` settled.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NestedAnswer {
+  reply: u32,
+  ok: bool,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  value: Option<Value>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  message: Option<String>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  code: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -278,6 +297,7 @@ enum Out {
   Events(Vec<RunEvent>),
   Model(ModelRequest),
   Tool(ToolRequest),
+  Nested(NestedAnswer),
   Policy(
     PolicyInput,
     oneshot::Sender<std::result::Result<PolicyReturn, String>>,
@@ -355,6 +375,7 @@ struct JsHost {
   outbox: Arc<Outbox>,
   replies: Arc<Replies>,
   policy: Option<Arc<dyn ToolPolicy>>,
+  inbox: Arc<NestedInbox>,
 }
 
 impl Host for JsHost {
@@ -393,6 +414,7 @@ impl Host for JsHost {
         resumed: d.resumed,
       }),
       composite: call.composite,
+      nested: call.nested,
     }));
     Box::pin(async move { rx.await.unwrap_or_else(|_| Err(dropped())) })
   }
@@ -411,6 +433,10 @@ impl Host for JsHost {
 
   fn native_toolset(&self, id: u32) -> Option<Arc<ShellTools>> {
     toolset_by_id(id)
+  }
+
+  fn nested_inbox(&self) -> Option<Arc<NestedInbox>> {
+    Some(self.inbox.clone())
   }
 }
 
@@ -544,6 +570,9 @@ pub struct NativeRun {
   replies: Arc<Replies>,
   executor: OnceLock<LocalExecutor<BindingRunOutcome>>,
   hooks: OnceLock<BindingRunHooks>,
+  inbox: Arc<NestedInbox>,
+  /// The `options.signal` of each pending `context.dispatch`, by reply id.
+  nested_aborts: Arc<Mutex<HashMap<u32, Arc<NestedAbort>>>>,
 }
 
 impl Default for NativeRun {
@@ -562,6 +591,8 @@ impl NativeRun {
       replies: Arc::new(Replies::default()),
       executor: OnceLock::new(),
       hooks: OnceLock::new(),
+      inbox: NestedInbox::new(),
+      nested_aborts: Arc::default(),
     }
   }
 
@@ -600,6 +631,7 @@ impl NativeRun {
         outbox: self.outbox.clone(),
         replies: self.replies.clone(),
         policy,
+        inbox: self.inbox.clone(),
       },
       self.cancel.clone(),
     );
@@ -656,6 +688,80 @@ impl NativeRun {
     })
   }
 
+  /// `context.dispatch(name, input, options)` of the composite container running as JS tool
+  /// call `callId`: the kernel admits and runs it, and answers through the `nested` hook with
+  /// `reply` (the caller's id for this dispatch). `aborted`: `options.signal` had already
+  /// aborted (`reason`: its reason's message when that was an Error).
+  #[napi]
+  #[allow(clippy::too_many_arguments)]
+  pub fn dispatch_nested(
+    &self,
+    env: Env,
+    reply: u32,
+    call_id: f64,
+    name: String,
+    #[napi(ts_arg_type = "unknown")] args: Value,
+    claim_speculation: bool,
+    aborted: bool,
+    reason: Option<String>,
+  ) -> Result<Option<BindingRunOutcome>> {
+    let abort = NestedAbort::new();
+    if aborted {
+      abort.abort(reason);
+    }
+    self
+      .nested_aborts
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .insert(reply, abort.clone());
+    let outbox = self.outbox.clone();
+    let aborts = self.nested_aborts.clone();
+    let request = NestedRequest {
+      container: call_id as u64,
+      name,
+      args,
+      claim_speculation,
+      abort,
+      reply: Box::new(move |result| {
+        aborts.lock().unwrap_or_else(|e| e.into_inner()).remove(&reply);
+        outbox.push(Out::Nested(match result {
+          Ok(value) => NestedAnswer {
+            reply,
+            ok: true,
+            value: Some(value),
+            message: None,
+            code: None,
+          },
+          Err(e) => NestedAnswer {
+            reply,
+            ok: false,
+            value: None,
+            message: Some(e.message),
+            code: e.code,
+          },
+        }));
+      }),
+    };
+    self.turn(&env, || self.inbox.dispatch(request))
+  }
+
+  /// The `options.signal` of dispatch `reply` aborted (`reason`: its reason's message when
+  /// that was an Error).
+  #[napi]
+  pub fn abort_nested(&self, env: Env, reply: u32, reason: Option<String>) -> Result<Option<BindingRunOutcome>> {
+    let abort = self
+      .nested_aborts
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .get(&reply)
+      .cloned();
+    self.turn(&env, || {
+      if let Some(a) = abort {
+        a.abort(reason);
+      }
+    })
+  }
+
   /// Polls the run after a wake from another thread (the `pump` hook).
   #[napi]
   pub fn pump(&self, env: Env) -> Result<Option<BindingRunOutcome>> {
@@ -696,6 +802,7 @@ impl NativeRun {
         Out::Events(batch) => hooks.events.borrow_back(env).and_then(|f| f.call(Serde(batch))),
         Out::Model(request) => hooks.model.borrow_back(env).and_then(|f| f.call(Serde(request))),
         Out::Tool(request) => hooks.tool.borrow_back(env).and_then(|f| f.call(Serde(request))),
+        Out::Nested(answer) => hooks.nested.borrow_back(env).and_then(|f| f.call(Serde(answer))),
         Out::AbortTool(id) => hooks.abort_tool.borrow_back(env).and_then(|f| f.call(id as f64)),
         Out::Output(toolset, label, text) => hooks
           .output

@@ -92,6 +92,15 @@ codes! {
   ToolResultInlineLimit => "cave_tool_result_inline_limit",
   ToolResultRequiresRecovery => "cave_tool_result_requires_recovery",
   ToolResultNotJsonSafe => "cave_tool_result_not_json_safe",
+  ToolInputSchemaMismatch => "cave_tool_input_schema_mismatch",
+  // Composite tools (`context.dispatch`, caveman-code.md §4).
+  NestedToolDispatchUnavailable => "cave_nested_tool_dispatch_unavailable",
+  NestedToolParentInactive => "cave_nested_tool_parent_inactive",
+  NestedToolNotAllowed => "cave_nested_tool_not_allowed",
+  NestedToolSpeculationNotAllowed => "cave_nested_tool_speculation_not_allowed",
+  NestedToolSandboxUnsupported => "cave_nested_tool_sandbox_unsupported",
+  NestedToolAborted => "cave_nested_tool_aborted",
+  ProgramNestedCallsUnquiesced => "cave_program_nested_calls_unquiesced",
   // The policy.
   ToolPolicyFailed => "cave_tool_policy_failed",
   ToolPolicyDecisionInvalid => "cave_tool_policy_decision_invalid",

@@ -138,6 +138,9 @@ pub const PROGRAM_OUTPUT_MAX_BYTES: usize = 24_576;
 pub const PROGRAM_OUTPUT_EDGE_BYTES: usize = 12_288;
 /// After a failed cell, admitted nested calls get this long to settle.
 pub const PROGRAM_SETTLE_MS: u64 = 1_000;
+/// After a composite tool's `execute` settles, its admitted nested calls get this long to
+/// settle before the container fails with `cave_program_nested_calls_unquiesced`.
+pub const NESTED_SETTLE_MS: u64 = 1_000;
 /// The cell's Worker: V8 heap and stack limits.
 pub const PROGRAM_WORKER_OLD_GENERATION_MB: u32 = 64;
 pub const PROGRAM_WORKER_YOUNG_GENERATION_MB: u32 = 16;

@@ -96,8 +96,10 @@ pub(super) struct Accounting {
   totals: Totals,
   /// Provider calls made (this attempt and, when resumed, the root's earlier ones).
   pub model_calls: u32,
-  /// Tool calls counted toward `maxToolCalls`.
+  /// Tool calls counted toward `maxToolCalls` (nested calls included, containers not).
   pub tool_budget_count: u32,
+  /// Composite containers started: their own counter, checked against `maxToolCalls`.
+  pub container_count: u32,
   /// `RunResult.toolCalls`.
   pub tool_names: Vec<String>,
   /// Calls per subagent tool name (`maxCalls`).
@@ -115,6 +117,7 @@ impl Accounting {
       totals: Totals::default(),
       model_calls: 0,
       tool_budget_count: 0,
+      container_count: 0,
       tool_names: Vec::new(),
       subagent_calls: HashMap::new(),
       resume: None,
@@ -160,6 +163,14 @@ impl Accounting {
     self.receipt.record_call(name);
     self.tool_names.push(name.to_string());
     self.tool_budget_count += 1;
+  }
+
+  /// `tool_execution_start` of a composite container: the receipt and `toolCalls`, and the
+  /// containers' own counter instead of `maxToolCalls`.
+  pub fn record_container(&mut self, name: &str) {
+    self.receipt.record_call(name);
+    self.tool_names.push(name.to_string());
+    self.container_count += 1;
   }
 
   /// Accounts a provider message; returns its receipt entry and the amount it settled.

@@ -10,7 +10,7 @@ use super::budget::{Denomination, Meter};
 use super::level::Level;
 use super::result::RunStopReason;
 use super::schema::{coerce, validate};
-use super::spec::ToolRuntime;
+use super::spec::{ToolRuntime, ToolSpec};
 use crate::code::Code;
 use crate::policy::{decide_tool_call, default_timeout, PolicyError, PolicyInput};
 
@@ -75,6 +75,7 @@ pub(super) const BEFORE_POLICY: &[(&str, Rule)] = &[
   ("loop breaker", loop_breaker),
   ("declared tool", declared),
   ("side effects under fixture", side_effect),
+  ("composite under a required sandbox", composite_sandbox),
   ("arguments are an object", plain_object),
 ];
 
@@ -116,9 +117,19 @@ fn budget(level: &mut Level, _: &Candidate) -> Option<String> {
   block(Code::BudgetExhausted)
 }
 
-fn call_cap(level: &mut Level, _: &Candidate) -> Option<String> {
-  (level.accounting.tool_budget_count > level.shared.limits.max_tool_calls)
-    .then(|| Code::ToolCallBudgetExceeded.as_str().to_string())
+/// Whether the candidate is a composite container (which has its own call counter, its own
+/// per-turn cap, and no loop breaker: its nested calls are checked instead).
+fn is_container(level: &Level, c: &Candidate) -> bool {
+  c.tool.is_some_and(|i| level.agent.tools[i].is_composite())
+}
+
+fn call_cap(level: &mut Level, c: &Candidate) -> Option<String> {
+  let count = if is_container(level, c) {
+    level.accounting.container_count
+  } else {
+    level.accounting.tool_budget_count
+  };
+  (count > level.shared.limits.max_tool_calls).then(|| Code::ToolCallBudgetExceeded.as_str().to_string())
 }
 
 fn fan_out(level: &mut Level, c: &Candidate) -> Option<String> {
@@ -128,7 +139,7 @@ fn fan_out(level: &mut Level, c: &Candidate) -> Option<String> {
 }
 
 fn loop_breaker(level: &mut Level, c: &Candidate) -> Option<String> {
-  if c.tool.is_some_and(|i| level.agent.tools[i].allow_repeat) {
+  if c.tool.is_some_and(|i| level.agent.tools[i].allow_repeat) || is_container(level, c) {
     return None;
   }
   let event = level.breakers.repeat(c.name, &c.args)?;
@@ -145,6 +156,11 @@ fn side_effect(level: &mut Level, c: &Candidate) -> Option<String> {
   let tool = &level.agent.tools[c.tool?];
   (level.agent.sandbox == "fixture" && tool.effect == "write")
     .then(|| Code::SideEffectBlocked.as_str().to_string())
+}
+
+fn composite_sandbox(level: &mut Level, c: &Candidate) -> Option<String> {
+  (level.agent.sandbox == "required" && is_container(level, c))
+    .then(|| Code::NestedToolSandboxUnsupported.as_str().to_string())
 }
 
 fn plain_object(_: &mut Level, c: &Candidate) -> Option<String> {
@@ -179,7 +195,8 @@ impl Level {
       }
     }
     // Subagent checks run where the reference's `executeSubagent` runs them: after the policy.
-    let wallet = match self.subagent_gate(index, &c.args) {
+    let tool = self.agent.clone();
+    let wallet = match self.subagent_gate(&tool.tools[index], &c.args) {
       Ok(wallet) => wallet,
       Err(code) => {
         return Ok(Verdict::Blocked {
@@ -197,8 +214,7 @@ impl Level {
   /// `executeSubagent`'s checks in its order (arguments, input limit, calls per tool name,
   /// depth, wallet), so a call that fails an earlier check does not use up `maxCalls`. `Ok` is
   /// the child's carved wallet (none for a plain tool, or without a parent budget).
-  fn subagent_gate(&mut self, index: usize, args: &Value) -> Result<Option<Meter>, Code> {
-    let tool = &self.agent.tools[index];
+  pub(super) fn subagent_gate(&mut self, tool: &ToolSpec, args: &Value) -> Result<Option<Meter>, Code> {
     let ToolRuntime::Subagent {
       max_calls,
       max_cost_usd,
@@ -265,6 +281,7 @@ mod tests {
         "loop breaker",
         "declared tool",
         "side effects under fixture",
+        "composite under a required sandbox",
         "arguments are an object",
       ]
     );

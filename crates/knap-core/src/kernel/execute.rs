@@ -12,6 +12,7 @@ use super::accounting::ChildReport;
 use super::host::{DurableContext, HostToolCall};
 use super::journaling::{DurableRun, Settled};
 use super::level::Level;
+use super::nested::{Container, Routed};
 use super::message::{Part, TextPart, ToolResultDetails, ToolResultValue, UserContent};
 use super::run::Shared;
 use super::schema::validate;
@@ -19,7 +20,9 @@ use super::spec::{ToolRuntime, ToolSpec};
 use crate::code::{Code, Error};
 use crate::durable::canonical::child_path;
 use crate::durable::record::ToolIdentity;
-use crate::limits::{INLINE_TOOL_RESULT_MAX_BYTES, TOOL_RESULT_MAX_BYTES};
+use crate::limits::{INLINE_TOOL_RESULT_MAX_BYTES, NESTED_SETTLE_MS, TOOL_RESULT_MAX_BYTES};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// What executing one tool call produced.
 pub(super) struct Executed {
@@ -70,6 +73,18 @@ pub(super) struct ExecContext {
   pub depth: u32,
   /// `context.durable` for the tool.
   pub durable: Option<DurableContext>,
+  /// Stops the call: a native tool's processes are killed, and for a nested call a host tool
+  /// is asked to stop and the call ends at once (a top-level host tool is stopped by the host's
+  /// own abort of the run).
+  pub cancel: CancellationToken,
+  /// The call is a nested call of a composite (see [`HostToolCall::nested`]).
+  pub nested: bool,
+  /// A nested call's container id (`context.parentToolCallId`); the call's own id otherwise.
+  pub parent: Option<String>,
+  /// Where a composite container's dispatches go: the calling level's nested channel.
+  pub link: Option<mpsc::UnboundedSender<Routed>>,
+  /// The tool's index in the calling level's tools (a container's identity there).
+  pub index: usize,
 }
 
 /// Journals the intent (unless re-driving a recorded one), runs the call, journals the outcome.
@@ -127,7 +142,7 @@ pub(super) async fn execute(
           format!("native tool set {toolset} is gone"),
         ));
       };
-      let token = ctx.shared.cancel.child_token();
+      let token = ctx.cancel.child_token();
       match tokio::time::timeout(timeout, tools.execute(&tool.name, &args, token.clone())).await {
         Err(_) => {
           token.cancel();
@@ -144,19 +159,49 @@ pub(super) async fn execute(
     }
     ToolRuntime::Host { key } => {
       let call_id = ctx.shared.next_call.fetch_add(1, Ordering::Relaxed);
+      // A composite container: its dispatches are routed to the calling level while it runs.
+      let inbox = ctx.shared.host.nested_inbox().filter(|_| tool.is_composite() && !ctx.nested);
+      let container = match (&inbox, &ctx.link) {
+        (Some(inbox), Some(tx)) => {
+          let c = Container::new(tool_call_id.clone(), ctx.index, ctx.cancel.child_token());
+          inbox.open(call_id, tx.clone(), c.clone());
+          Some((inbox.clone(), c))
+        }
+        _ => None,
+      };
       let call = HostToolCall {
         call_id,
         key: *key,
         args,
-        parent_tool_call_id: tool_call_id.clone(),
+        parent_tool_call_id: ctx.parent.clone().unwrap_or_else(|| tool_call_id.clone()),
         tool_call_id,
         durable: ctx.durable.clone(),
-        composite: false,
+        composite: container.is_some(),
+        nested: ctx.nested,
       };
-      match tokio::time::timeout(timeout, ctx.shared.host.tool_call(call)).await {
-        Err(_) => {
+      let call = ctx.shared.host.tool_call(call);
+      let cancel = ctx.cancel.clone();
+      let abortable = ctx.nested;
+      let answered = tokio::select! {
+        r = tokio::time::timeout(timeout, call) => r.map_err(|_| Code::ToolTimeout),
+        _ = cancel.cancelled(), if abortable => Err(Code::NestedToolAborted),
+      };
+      if let Some((inbox, c)) = &container {
+        // `dispatch` closes once `execute` settles; what it admitted gets a bounded time to
+        // settle, then is aborted with the container.
+        inbox.close(call_id);
+        if answered.is_err() {
+          c.signal.cancel();
+        }
+        if !c.quiesced(Duration::from_millis(NESTED_SETTLE_MS)).await {
+          c.signal.cancel();
+          return Executed::failed(Error::bare(Code::ProgramNestedCallsUnquiesced));
+        }
+      }
+      match answered {
+        Err(code) => {
           ctx.shared.host.abort_tool(call_id);
-          Executed::failed(Error::bare(Code::ToolTimeout))
+          Executed::failed(Error::bare(code))
         }
         Ok(Err(e)) => Executed::error(e.message),
         Ok(Ok(text)) => {

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::event::RunEvent;
 use super::message::{AssistantMessage, Message};
+use super::nested::NestedInbox;
 use crate::exec::BoxFuture;
 use crate::policy::ToolPolicy;
 use crate::tools::ShellTools;
@@ -76,8 +77,12 @@ pub struct HostToolCall {
   /// The container's call id for a nested call; the call's own id at top level.
   pub parent_tool_call_id: String,
   pub durable: Option<DurableContext>,
-  /// The tool may `context.dispatch` nested calls (it declares `nestedTools`).
+  /// The tool may `context.dispatch` nested calls (it declares `nestedTools` and the host
+  /// routes dispatches through its [`NestedInbox`]).
   pub composite: bool,
+  /// A nested call of a composite: the host answers with the JSON of the settled value (the
+  /// container's `dispatch` resolves to the value, not to text).
+  pub nested: bool,
 }
 
 pub trait Host: Send + Sync {
@@ -93,4 +98,9 @@ pub trait Host: Send + Sync {
   fn on_output(&self, toolset: u32, label: &str, text: &str);
   fn policy(&self) -> Option<Arc<dyn ToolPolicy>>;
   fn native_toolset(&self, id: u32) -> Option<Arc<ShellTools>>;
+  /// Where the host routes `context.dispatch` of composite tools. `None`: the host cannot
+  /// dispatch, and composite tools run with `dispatch` unavailable.
+  fn nested_inbox(&self) -> Option<Arc<NestedInbox>> {
+    None
+  }
 }

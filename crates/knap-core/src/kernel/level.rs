@@ -28,6 +28,12 @@ use crate::code::{Code, Error};
 use crate::durable::journal::ResumeState;
 use crate::exec::BoxFuture;
 use crate::limits::DEFAULT_MAX_OUTPUT_TOKENS;
+use super::nested::{coded, NestedAbort, Reply, Routed};
+use super::spec::ToolSpec;
+use crate::policy::PolicyError;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 pub(super) struct Level {
   pub shared: Arc<Shared>,
@@ -42,6 +48,12 @@ pub(super) struct Level {
   pub accounting: Accounting,
   pub breakers: BreakerState,
   pub stop: Option<RunStopReason>,
+  /// Dispatches of this run's composite containers (routed by the host's nested inbox).
+  nested_tx: mpsc::UnboundedSender<Routed>,
+  nested_rx: Option<mpsc::UnboundedReceiver<Routed>>,
+  /// Calls of the turn in progress that the fan-out breaker counts: non-container calls and
+  /// nested calls (containers are capped by their own count).
+  turn_calls: u32,
 }
 
 fn aborted() -> Error {
@@ -66,7 +78,11 @@ impl Level {
       .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let journaled = root && shared.durable.is_some();
     let receipt = Receipt::new(&run_id, &agent.id);
+    let (nested_tx, nested_rx) = mpsc::unbounded_channel();
     Self {
+      nested_tx,
+      nested_rx: Some(nested_rx),
+      turn_calls: 0,
       transcript: Transcript::new(conversation, meter.is_some(), journaled),
       accounting: Accounting::new(receipt, meter, price),
       breakers: BreakerState::new(shared.limits.breakers),
@@ -365,8 +381,20 @@ impl Level {
   /// Runs one turn's tool calls: all concurrently when every tool is `read`, else one by one.
   /// Returns the tool-result messages when `pi` events are on (for `turn_end`).
   async fn run_tool_calls(&mut self, calls: &[ToolCall]) -> Result<Vec<ToolResultMessage>, RunFailure> {
+    let mut rx = self.nested_rx.take().expect("one tool loop per level at a time");
+    let out = self.run_tool_calls_with(calls, &mut rx).await;
+    self.nested_rx = Some(rx);
+    out
+  }
+
+  async fn run_tool_calls_with(
+    &mut self,
+    calls: &[ToolCall],
+    rx: &mut mpsc::UnboundedReceiver<Routed>,
+  ) -> Result<Vec<ToolResultMessage>, RunFailure> {
     let mut results = Vec::new();
-    let mut in_turn = 0u32;
+    self.turn_calls = 0;
+    let mut turn_containers = 0u32;
     // Pi agent-core: one sequential (non-read) tool in the turn makes the whole batch sequential;
     // otherwise every call is admitted in order, then all execute concurrently.
     let parallel = calls.iter().all(|c| {
@@ -379,13 +407,23 @@ impl Level {
       let mut verdicts = Vec::with_capacity(batch.len());
       let mut outs: Vec<Option<Executed>> = Vec::with_capacity(batch.len());
       for call in batch {
-        in_turn += 1;
         self.emit_pi(|| PiEvent::ToolExecutionStart {
           tool_call_id: call.id.clone(),
           tool_name: call.name.clone(),
           args: call.arguments.clone(),
         });
-        self.accounting.record_call(&call.name);
+        let container = self
+          .find_tool(&call.name)
+          .is_some_and(|i| self.agent.tools[i].is_composite());
+        let in_turn = if container {
+          turn_containers += 1;
+          self.accounting.record_container(&call.name);
+          turn_containers
+        } else {
+          self.turn_calls += 1;
+          self.accounting.record_call(&call.name);
+          self.turn_calls
+        };
         let candidate = Candidate::new(self, &call.name, &call.id, &call.arguments, in_turn);
         let verdict = match self.admit(candidate).await {
           Ok(v) => v,
@@ -412,7 +450,9 @@ impl Level {
           let Verdict::Run { index, args, wallet } = verdict else {
             return None;
           };
-          let future = self.dispatch(*index, &call.id, args.clone(), wallet.clone());
+          let tool = self.agent.tools[*index].clone();
+          let cancel = self.shared.cancel.child_token();
+          let future = self.dispatch(tool, *index, &call.id, args.clone(), wallet.clone(), cancel, None);
           Some(async move {
             let started = Instant::now();
             let out = future.await;
@@ -421,9 +461,35 @@ impl Level {
           })
         })
         .collect();
-      while let Some((k, out)) = running.next().await {
-        self.emit_tool_end(&batch[k], &out);
-        outs[k] = Some(out);
+      // The batch's calls run; meanwhile the nested calls their containers dispatch are
+      // admitted here (they need this run's accounting) and run beside them.
+      let mut nested: FuturesUnordered<BoxFuture<NestedDone>> = FuturesUnordered::new();
+      loop {
+        let step = tokio::select! {
+          biased;
+          Some(done) = nested.next(), if !nested.is_empty() => Step::NestedDone(done),
+          Some(routed) = rx.recv() => Step::Dispatch(routed),
+          next = running.next() => match next {
+            Some((k, out)) => Step::Call(k, out),
+            None => break,
+          },
+        };
+        match step {
+          Step::NestedDone(done) => self.end_nested(done),
+          Step::Dispatch(routed) => {
+            if let Some(f) = self.admit_nested(routed).await? {
+              nested.push(f);
+            }
+          }
+          Step::Call(k, out) => {
+            self.emit_tool_end(&batch[k], &out);
+            outs[k] = Some(out);
+          }
+        }
+      }
+      // A container waits for its admitted nested calls (or aborts them) before it settles.
+      while let Some(done) = nested.next().await {
+        self.end_nested(done);
       }
       drop(running);
       for (call, out) in batch.iter().zip(outs) {
@@ -460,21 +526,31 @@ impl Level {
   }
 
   /// The future that executes an admitted call: journaled on a durable run (or replayed from the
-  /// journal without running), plain otherwise.
+  /// journal without running), plain otherwise. `index` is the tool's place in this run's tools
+  /// (a container's identity for its dispatches); `parent` is a nested call's container id.
+  #[allow(clippy::too_many_arguments)]
   fn dispatch(
     &self,
+    tool: ToolSpec,
     index: usize,
     id: &str,
     args: serde_json::Value,
     wallet: Option<Meter>,
+    cancel: CancellationToken,
+    parent: Option<&str>,
   ) -> BoxFuture<Executed> {
-    let tool = self.agent.tools[index].clone();
+    let nested = parent.is_some();
     let mut ctx = ExecContext {
       shared: self.shared.clone(),
       agent_path: self.agent_path.clone(),
       path: self.path.clone(),
       depth: self.depth,
       durable: None,
+      cancel,
+      nested,
+      parent: parent.map(str::to_string),
+      link: (!nested).then(|| self.nested_tx.clone()),
+      index,
     };
     let Some(d) = self.shared.durable.clone() else {
       let id = id.to_string();
@@ -500,6 +576,212 @@ impl Level {
       resumed: !fresh,
     });
     Box::pin(execute_journaled(ctx, tool, args, identity, wallet, d, fresh))
+  }
+
+  /// `dispatchNestedTool` up to execution (caveman-code.md §4.4): the name, a speculation
+  /// claim, the id, `nested_tool_start` and the accounting, then the checks and the policy. A
+  /// refused call ends here (as an error, with its `nested_tool_end` once it has started); an
+  /// admitted one comes back as the future that executes it in the container's order. `Err`
+  /// is a policy failure, which ends the run.
+  async fn admit_nested(&mut self, routed: Routed) -> Result<Option<BoxFuture<NestedDone>>, RunFailure> {
+    let Routed {
+      container,
+      name,
+      args,
+      claim_speculation,
+      abort,
+      reply,
+    } = routed;
+    let agent = self.agent.clone();
+    let parent = &agent.tools[container.tool];
+    let Some(tool) = parent.nested_tools.iter().find(|t| t.name == name).cloned() else {
+      let e = Error::tagged(Code::NestedToolNotAllowed, &[&name]);
+      reply.send(Err(coded(e.code, e.message)));
+      return Ok(None);
+    };
+    if claim_speculation {
+      if !(tool.effect == "read" && tool.speculative && parent.speculative_tools.contains(&name)) {
+        let e = Error::tagged(Code::NestedToolSpeculationNotAllowed, &[&name]);
+        reply.send(Err(coded(e.code, e.message)));
+        return Ok(None);
+      }
+      if !args.is_object() || !validate(&tool.input, &args).is_empty() {
+        let e = Error::tagged(Code::ToolInputSchemaMismatch, &[&name]);
+        reply.send(Err(coded(e.code, e.message)));
+        return Ok(None);
+      }
+      // knap launches no speculative calls yet, so a claim never finds a bet: it misses, and
+      // the call runs normally (the reference's `missed` path).
+    }
+    let n = self.shared.next_nested.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let id = format!("{}:nested:{n}", container.tool_call_id);
+    self.shared.host.emit(RunEvent::NestedToolStart {
+      run_id: self.run_id.clone(),
+      id: id.clone(),
+      name: name.clone(),
+      args: args.clone(),
+    });
+    self.accounting.record_call(&name);
+    self.turn_calls += 1;
+    let refused = |message: String| NestedDone {
+      id: id.clone(),
+      name: name.clone(),
+      tool: tool.clone(),
+      out: Executed::error(message),
+      reply: None,
+    };
+    let wallet = match self.check_nested(&tool, &args, &id, &container.tool_call_id).await {
+      Ok(wallet) => wallet,
+      Err(NestedRefusal::Blocked(message)) => {
+        let mut done = refused(message);
+        done.reply = Some(reply);
+        self.end_nested(done);
+        return Ok(None);
+      }
+      Err(NestedRefusal::Policy(e)) => {
+        self.accounting.receipt.record_error(&name);
+        let code = e.code();
+        reply.send(Err(coded(code.clone(), code.as_str())));
+        return Err(self.fail(Error::bare(code)));
+      }
+    };
+    let (waits, latch) = container.schedule(tool.effect == "read");
+    let cancel = container.signal.child_token();
+    let exec = self.dispatch(
+      tool.clone(),
+      usize::MAX,
+      &id,
+      args,
+      wallet,
+      cancel.clone(),
+      Some(&container.tool_call_id),
+    );
+    let deadline = self.shared.deadline;
+    let subagent = matches!(tool.runtime, ToolRuntime::Subagent { .. });
+    Ok(Some(Box::pin(async move {
+      let _latch = latch.drop_guard();
+      let out = run_nested(exec, waits, &abort, &cancel, deadline, subagent).await;
+      NestedDone {
+        id,
+        name,
+        tool,
+        out,
+        reply: Some(reply),
+      }
+    })))
+  }
+
+  /// Step 5 of `dispatchNestedTool`: the checks in the reference's order, then the policy
+  /// (with `parentToolCallId`), then a subagent's own checks. `Ok` is a subagent's wallet.
+  async fn check_nested(
+    &mut self,
+    tool: &ToolSpec,
+    args: &Value,
+    id: &str,
+    parent: &str,
+  ) -> Result<Option<Meter>, NestedRefusal> {
+    let blocked = |code: Code| Err(NestedRefusal::Blocked(code.as_str().to_string()));
+    if self.shared.deadline.is_some_and(|d| Instant::now() >= d) {
+      self.stop = Some(RunStopReason::Deadline);
+      return blocked(Code::RunDeadlineExceeded);
+    }
+    if self.accounting.meter.as_ref().is_some_and(Meter::exhausted) {
+      self.stop = Some(RunStopReason::BudgetExhausted);
+      return blocked(Code::BudgetExhausted);
+    }
+    if self.accounting.tool_budget_count > self.shared.limits.max_tool_calls {
+      return blocked(Code::ToolCallBudgetExceeded);
+    }
+    if let Some(event) = self.breakers.fan_out(&tool.name, self.turn_calls) {
+      self.accounting.receipt.breakers.push(event);
+      return blocked(Code::FanOutCapExceeded);
+    }
+    if !tool.allow_repeat {
+      if let Some(event) = self.breakers.repeat(&tool.name, args) {
+        self.accounting.receipt.breakers.push(event);
+        self.stop = Some(RunStopReason::LoopDetected);
+        return blocked(Code::ToolCallLoopDetected);
+      }
+    }
+    if self.agent.sandbox == "fixture" && tool.effect == "write" {
+      return blocked(Code::SideEffectBlocked);
+    }
+    if self.agent.sandbox == "required" {
+      return blocked(Code::NestedToolSandboxUnsupported);
+    }
+    if !args.is_object() || !validate(&tool.input, args).is_empty() {
+      return Err(NestedRefusal::Blocked(
+        Error::tagged(Code::ToolInputSchemaMismatch, &[&tool.name]).message,
+      ));
+    }
+    if let Some(policy) = self.shared.host.policy() {
+      let input = crate::policy::PolicyInput {
+        run_id: self.run_id.clone(),
+        agent_id: self.agent.id.clone(),
+        agent_path: self.agent_path.clone(),
+        tool_call_id: id.to_string(),
+        parent_tool_call_id: Some(parent.to_string()),
+        name: tool.name.clone(),
+        effect: tool.effect.clone(),
+        args: args.clone(),
+      };
+      match crate::policy::decide_tool_call(policy.as_ref(), &input, crate::policy::default_timeout()).await {
+        Err(e) => return Err(NestedRefusal::Policy(e)),
+        Ok(Some(denial)) => {
+          self.accounting.receipt.record_denial(&tool.name);
+          return Err(NestedRefusal::Blocked(denial.reason));
+        }
+        Ok(None) => {}
+      }
+    }
+    self
+      .subagent_gate(tool, args)
+      .map_err(|code| NestedRefusal::Blocked(code.as_str().to_string()))
+  }
+
+  /// Step 7: the outcome in the receipt, `nested_tool_end`, and the dispatch's answer.
+  fn end_nested(&mut self, done: NestedDone) {
+    let NestedDone {
+      id,
+      name,
+      tool,
+      out,
+      reply,
+    } = done;
+    if out.is_error {
+      self.accounting.receipt.record_error(&name);
+    }
+    let result = if out.is_error {
+      Value::String(out.text.clone())
+    } else {
+      settled_value(&tool, &out.text)
+    };
+    if let Some(child) = out.child {
+      self.accounting.add_child(child);
+    }
+    self.shared.host.emit(RunEvent::NestedToolEnd {
+      run_id: self.run_id.clone(),
+      id,
+      name,
+      is_error: out.is_error,
+      result: result.clone(),
+    });
+    if let Some(reply) = reply {
+      reply.send(if out.is_error {
+        let code = out
+          .text
+          .split(':')
+          .next()
+          .and_then(Code::parse)
+          .map(|c| c.as_str().to_string());
+        Err(super::host::HostError {
+          message: out.text,
+          code,
+        })
+      } else {
+        Ok(result)
+      });
+    }
   }
 
   fn emit_tool_end(&self, call: &ToolCall, out: &Executed) {
@@ -585,5 +867,82 @@ impl Level {
       output,
       resumed: self.accounting.resumed().then_some(true),
     })
+  }
+}
+
+/// One step of a batch's tool loop.
+enum Step {
+  NestedDone(NestedDone),
+  Dispatch(Routed),
+  Call(usize, Executed),
+}
+
+/// A nested call that ended (or was refused after it started).
+pub(super) struct NestedDone {
+  id: String,
+  name: String,
+  tool: ToolSpec,
+  out: Executed,
+  reply: Option<Reply>,
+}
+
+enum NestedRefusal {
+  /// The call ends as an error with this message; the run goes on.
+  Blocked(String),
+  /// The policy failed: the run ends.
+  Policy(PolicyError),
+}
+
+/// The value a nested call settles to: a native tool's text as a string; a JS tool's or a
+/// subagent's result is the JSON the host sent (a JS tool's own value).
+fn settled_value(tool: &ToolSpec, text: &str) -> Value {
+  match tool.runtime {
+    ToolRuntime::Native { .. } => Value::String(text.to_string()),
+    _ => serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string())),
+  }
+}
+
+/// Step 6 of `dispatchNestedTool`: waits for the container's order, re-checks the abort and
+/// the deadline just before running, then runs the call under its abort (the container's
+/// signal, the dispatch's own `signal`).
+async fn run_nested(
+  exec: BoxFuture<Executed>,
+  waits: Vec<CancellationToken>,
+  abort: &NestedAbort,
+  cancel: &CancellationToken,
+  deadline: Option<Instant>,
+  subagent: bool,
+) -> Executed {
+  let container_aborted = || Executed::error(Code::NestedToolAborted.as_str());
+  let ordered = async {
+    for w in &waits {
+      w.cancelled().await;
+    }
+  };
+  tokio::select! {
+    _ = ordered => {}
+    _ = abort.token().cancelled() => return Executed::error(abort.message()),
+    _ = cancel.cancelled() => return container_aborted(),
+  }
+  if abort.is_aborted() {
+    return Executed::error(abort.message());
+  }
+  if cancel.is_cancelled() {
+    return container_aborted();
+  }
+  if deadline.is_some_and(|d| Instant::now() >= d) {
+    return Executed::error(Code::RunDeadlineExceeded.as_str());
+  }
+  let mut exec = exec;
+  tokio::select! {
+    out = &mut exec => out,
+    _ = abort.token().cancelled() => {
+      // Native and JS tools stop on the cancel and answer at once; a subagent is dropped.
+      cancel.cancel();
+      if !subagent {
+        let _ = exec.await;
+      }
+      Executed::error(abort.message())
+    }
   }
 }

@@ -13,6 +13,7 @@ mod journaling;
 mod level;
 pub mod local;
 pub mod message;
+pub mod nested;
 pub mod receipt;
 pub mod result;
 mod run;

@@ -66,6 +66,8 @@ pub(super) struct Shared {
   pub limits: RunLimits,
   pub next_conversation: AtomicU64,
   pub next_call: AtomicU64,
+  /// The `n` of nested call ids `<parent>:nested:<n>`: one counter for the whole run, from 1.
+  pub next_nested: AtomicU64,
   pub durable: Option<Arc<DurableRun>>,
   /// No `pi` events (a `run()`, which reads only `run_end` / `run_error`).
   pub quiet: bool,
@@ -182,6 +184,7 @@ pub async fn run_agent(
     limits,
     next_conversation: AtomicU64::new(1),
     next_call: AtomicU64::new(1),
+    next_nested: AtomicU64::new(1),
     durable: durable_run.clone(),
     quiet: options.quiet,
   });

@@ -68,6 +68,22 @@ pub struct ToolSpec {
   #[serde(default)]
   pub output: Option<Value>,
   pub runtime: ToolRuntime,
+  /// `speculative: true` (a read tool whose calls may be launched early).
+  #[serde(default)]
+  pub speculative: bool,
+  /// A composite's `nestedTools` (flat: none of them has nested tools of its own).
+  #[serde(default)]
+  pub nested_tools: Vec<ToolSpec>,
+  /// A composite's `speculativeTools`: names of nested read tools with `speculative: true`.
+  #[serde(default)]
+  pub speculative_tools: Vec<String>,
+}
+
+impl ToolSpec {
+  /// A composite tool: one that declares nested tools its `execute` may `context.dispatch`.
+  pub fn is_composite(&self) -> bool {
+    !self.nested_tools.is_empty()
+  }
 }
 
 fn default_result() -> String {

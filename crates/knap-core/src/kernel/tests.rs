@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::event::RunEvent;
 use super::host::{Host, HostError, HostToolCall, ModelCall};
 use super::message::AssistantMessage;
+use super::nested::{NestedAbort, NestedInbox, NestedRequest};
 use super::spec::{AgentSpec, RunOptionsSpec};
 use super::{run_agent, Prepared, RunFailure};
 use crate::exec::BoxFuture;
@@ -33,6 +34,12 @@ struct FakeHost {
   durable_log: Mutex<Vec<Option<(String, bool)>>>,
   policy: Option<Arc<dyn ToolPolicy>>,
   toolset: Option<Arc<ShellTools>>,
+  /// Routes the dispatches of the fake composite containers (keys 5 and 6).
+  inbox: Option<Arc<NestedInbox>>,
+  /// What the containers' dispatches settled to, in order: `Ok(value)` or the error message.
+  dispatched: Arc<Mutex<Vec<Result<Value, String>>>>,
+  /// Per host tool call: (tool_call_id, parent_tool_call_id, composite, nested).
+  contexts: Mutex<Vec<(String, String, bool, bool)>>,
 }
 
 impl FakeHost {
@@ -107,8 +114,57 @@ impl Host for FakeHost {
       .lock()
       .unwrap()
       .push(call.durable.clone().map(|d| (d.idempotency_key, d.resumed)));
+    self.contexts.lock().unwrap().push((
+      call.tool_call_id.clone(),
+      call.parent_tool_call_id.clone(),
+      call.composite,
+      call.nested,
+    ));
+    let inbox = self.inbox.clone().filter(|_| call.composite);
+    let dispatched = self.dispatched.clone();
     Box::pin(async move {
+      // A composite container: `args.calls` is `[[name, args, claimSpeculation?], …]`.
+      let script: Vec<(String, Value, bool)> = call.args["calls"]
+        .as_array()
+        .map(|a| {
+          a.iter()
+            .map(|c| (c[0].as_str().unwrap().to_string(), c[1].clone(), c[2] == json!(true)))
+            .collect()
+        })
+        .unwrap_or_default();
+      let send = |inbox: &NestedInbox, (name, args, claim): (String, Value, bool)| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let log = dispatched.clone();
+        inbox.dispatch(NestedRequest {
+          container: call.call_id,
+          name,
+          args,
+          claim_speculation: claim,
+          abort: NestedAbort::new(),
+          reply: Box::new(move |r| {
+            log.lock().unwrap().push(r.map_err(|e| e.message));
+            let _ = tx.send(());
+          }),
+        });
+        rx
+      };
       match call.key {
+        // Awaits each dispatch in turn.
+        5 => {
+          let inbox = inbox.expect("a composite call");
+          for step in script {
+            let _ = send(&inbox, step).await;
+          }
+          Ok("container done".into())
+        }
+        // Dispatches and returns without waiting.
+        6 => {
+          let inbox = inbox.expect("a composite call");
+          for step in script {
+            drop(send(&inbox, step));
+          }
+          Ok("left them running".into())
+        }
         0 => Ok(format!("echo {}", call.args["q"].as_str().unwrap_or_default())),
         1 => Err(HostError::new("tool exploded")),
         _ => {
@@ -129,6 +185,10 @@ impl Host for FakeHost {
 
   fn native_toolset(&self, _id: u32) -> Option<Arc<ShellTools>> {
     self.toolset.clone()
+  }
+
+  fn nested_inbox(&self) -> Option<Arc<NestedInbox>> {
+    self.inbox.clone()
   }
 }
 
@@ -1058,4 +1118,135 @@ mod durable {
     .unwrap_err();
     assert_eq!(again.message, e.message, "the journal reads back");
   }
+}
+
+/// A composite container tool (fake keys 5 and 6) over `lookup` (read) and `boom` (write).
+fn container_tool(name: &str, key: u32, effect: &str) -> Value {
+  json!({"name": name, "description": name, "effect": effect, "timeoutMs": 10000,
+    "input": {"type": "object", "properties": {"calls": {"type": "array"}}},
+    "runtime": {"kind": "host", "key": key},
+    "nestedTools": [host_tool("lookup", 0, "read", 1000), host_tool("boom", 1, "write", 1000),
+      host_tool("slow", 2, "read", 60000)]})
+}
+
+fn nested_events(host: &FakeHost) -> Vec<Value> {
+  host
+    .events
+    .lock()
+    .unwrap()
+    .iter()
+    .filter(|e| matches!(e, RunEvent::NestedToolStart { .. } | RunEvent::NestedToolEnd { .. }))
+    .map(|e| serde_json::to_value(e).unwrap())
+    .collect()
+}
+
+#[tokio::test]
+async fn composite_dispatch_is_admitted_policy_checked_accounted_and_evented() {
+  let log = Arc::new(Mutex::new(Vec::new()));
+  let calls = json!([["lookup", {"q": "a"}], ["boom", {"q": "b"}], ["nope", {}], ["lookup", {"q": 5}],
+    ["boom", {"q": "c"}, true]]);
+  let mut host = FakeHost::new(vec![turn("", &[("box", json!({"calls": calls}))]), turn("ok", &[])]);
+  host.policy = Some(Arc::new(DenyWrites(log.clone())));
+  host.inbox = Some(NestedInbox::new());
+  let host = Arc::new(host);
+  let a = agent(vec![container_tool("box", 5, "idempotent")], json!({}));
+  let r = go(host.clone(), a, options(json!({}))).await.unwrap();
+  assert_eq!(
+    *host.dispatched.lock().unwrap(),
+    vec![
+      Ok(json!("echo a")),
+      Err("cave_tool_denied:read_only_review".to_string()),
+      Err("cave_nested_tool_not_allowed:nope".to_string()),
+      Err("cave_tool_input_schema_mismatch:lookup".to_string()),
+      Err("cave_nested_tool_speculation_not_allowed:boom".to_string()),
+    ]
+  );
+  // The container and each started nested call are in toolCalls and the receipt; a name that
+  // is not nested and a refused speculation claim never start.
+  assert_eq!(r["toolCalls"], json!(["box", "lookup", "boom", "lookup"]));
+  assert_eq!(
+    r["receipt"]["tools"],
+    json!([{"name": "box", "calls": 1, "errors": 0}, {"name": "lookup", "calls": 2, "errors": 1},
+      {"name": "boom", "calls": 1, "errors": 1, "denied": 1}])
+  );
+  // The policy saw the container without parentToolCallId, then the nested calls with it.
+  let seen = log.lock().unwrap();
+  let keys: Vec<(String, Option<String>)> =
+    seen.iter().map(|i| (i.tool_call_id.clone(), i.parent_tool_call_id.clone())).collect();
+  assert_eq!(
+    keys,
+    vec![
+      ("c0-box".to_string(), None),
+      ("c0-box:nested:1".to_string(), Some("c0-box".to_string())),
+      ("c0-box:nested:2".to_string(), Some("c0-box".to_string())),
+    ]
+  );
+  assert!(!serde_json::to_value(&seen[0]).unwrap().as_object().unwrap().contains_key("parentToolCallId"));
+  drop(seen);
+  let events = nested_events(&host);
+  assert_eq!(events.len(), 6);
+  assert_eq!(
+    events[0],
+    json!({"type": "nested_tool_start", "runId": "run-1", "id": "c0-box:nested:1", "name": "lookup", "args": {"q": "a"}})
+  );
+  assert_eq!(
+    events[1],
+    json!({"type": "nested_tool_end", "runId": "run-1", "id": "c0-box:nested:1", "name": "lookup", "isError": false, "result": "echo a"})
+  );
+  assert_eq!(events[3]["result"], "cave_tool_denied:read_only_review");
+  assert_eq!(events[5]["id"], "c0-box:nested:3");
+  assert_eq!(events[5]["isError"], true);
+  // The container ran with dispatch available; its nested JS call knew its parent.
+  let contexts = host.contexts.lock().unwrap();
+  assert_eq!(contexts[0], ("c0-box".into(), "c0-box".into(), true, false));
+  assert_eq!(contexts[1], ("c0-box:nested:1".into(), "c0-box".into(), false, true));
+  assert_eq!(contexts.len(), 2, "denied and refused nested calls never ran");
+}
+
+#[tokio::test]
+async fn nested_calls_count_toward_max_tool_calls_and_containers_do_not() {
+  let calls = json!([["lookup", {"q": "a"}], ["lookup", {"q": "b"}], ["lookup", {"q": "c"}]]);
+  let mut host = FakeHost::new(vec![turn("", &[("box", json!({"calls": calls}))]), turn("ok", &[])]);
+  host.inbox = Some(NestedInbox::new());
+  let host = Arc::new(host);
+  let a = agent(vec![container_tool("box", 5, "read")], json!({}));
+  let r = go(host.clone(), a, options(json!({"maxToolCalls": 2}))).await.unwrap();
+  assert_eq!(
+    *host.dispatched.lock().unwrap(),
+    vec![
+      Ok(json!("echo a")),
+      Ok(json!("echo b")),
+      Err("cave_tool_call_budget_exceeded".to_string())
+    ]
+  );
+  assert_eq!(r["receipt"]["tools"][1], json!({"name": "lookup", "calls": 3, "errors": 1}));
+}
+
+#[tokio::test]
+async fn without_a_host_inbox_a_composite_runs_with_dispatch_unavailable() {
+  let host = Arc::new(FakeHost::new(vec![turn("", &[("box", json!({}))]), turn("ok", &[])]));
+  let a = agent(vec![container_tool("box", 0, "read")], json!({}));
+  go(host.clone(), a, options(json!({}))).await.unwrap();
+  assert_eq!(host.contexts.lock().unwrap()[0].2, false);
+}
+
+#[tokio::test(start_paused = true)]
+async fn nested_calls_left_running_are_aborted_and_the_container_fails_unquiesced() {
+  let calls = json!([["slow", {"q": "a"}]]);
+  let mut host = FakeHost::new(vec![turn("", &[("box", json!({"calls": calls}))]), turn("ok", &[])]);
+  host.inbox = Some(NestedInbox::new());
+  let host = Arc::new(host);
+  let a = agent(vec![container_tool("box", 6, "read")], json!({}));
+  go(host.clone(), a, options(json!({}))).await.unwrap();
+  let model_calls = host.calls.lock().unwrap();
+  assert_eq!(
+    model_calls[1].append[1]["content"][0]["text"],
+    "cave_program_nested_calls_unquiesced"
+  );
+  assert_eq!(
+    *host.dispatched.lock().unwrap(),
+    vec![Err("cave_nested_tool_aborted".to_string())]
+  );
+  let events = nested_events(&host);
+  assert_eq!(events[1]["result"], "cave_nested_tool_aborted");
 }

@@ -110,6 +110,7 @@ export function tool(options) {
   }
   const result = options.result ?? "auto";
   if (typeof result === "string" && !RESULT_POLICIES.has(result)) fail(`unknown tool result policy ${JSON.stringify(result)}`);
+  const { nestedTools, speculativeTools } = compositeOptions(options);
   const standardInput = options.input && typeof options.input === "object" && options.input["~standard"] ? options.input : undefined;
   const userExecute = options.execute;
   const execute = async (input, signal, context) => {
@@ -134,9 +135,45 @@ export function tool(options) {
     ...(options.speculative !== undefined ? { speculative: Boolean(options.speculative) } : {}),
     timeoutMs,
     ...(options.runtime !== undefined ? { runtime: options.runtime } : {}),
+    ...(nestedTools !== undefined ? { nestedTools } : {}),
+    ...(speculativeTools !== undefined ? { speculativeTools } : {}),
     execute,
   };
   return Object.freeze(definition);
+}
+
+/**
+ * A composite tool's `nestedTools` and `speculativeTools`, checked as the reference's `tool()`
+ * checks them (caveman-code.md §4.1, its messages verbatim). The kernel admits each
+ * `context.dispatch` against these lists, so they are frozen copies.
+ */
+function compositeOptions(options) {
+  const { name, effect, nestedTools, speculativeTools } = options;
+  if (nestedTools === undefined) {
+    if (speculativeTools !== undefined) fail("speculativeTools requires nestedTools");
+    return {};
+  }
+  if (!Array.isArray(nestedTools) || nestedTools.some((t) => t?.kind !== "tool" || typeof t.name !== "string")) {
+    failWithHint(`tool ${JSON.stringify(name)} nestedTools must be an array of tool() definitions`, "build each nested tool with tool() (or take them from shellTools())");
+  }
+  if (options.runtime !== undefined) fail("composite tool runtime unsupported");
+  const names = new Set([name]);
+  for (const nested of nestedTools) {
+    if (effect === "read" && nested.effect !== "read") fail("read composite cannot contain effectful nested tools");
+    if (nested.runtime !== undefined && nested.runtime?.kind !== "subagent") fail(`nested tool runtime unsupported ${JSON.stringify(nested.name)}`);
+    if (nested.nestedTools !== undefined) fail(`nested tools must be flat ${JSON.stringify(nested.name)}`);
+    if (names.has(nested.name)) fail(`duplicate nested tool ${JSON.stringify(nested.name)}`);
+    names.add(nested.name);
+  }
+  if (speculativeTools === undefined) return { nestedTools: Object.freeze([...nestedTools]) };
+  if (!Array.isArray(speculativeTools)) failWithHint(`tool ${JSON.stringify(name)} speculativeTools must be an array of nested tool names`, "list the names of nested read tools with speculative: true");
+  const seen = new Set();
+  for (const entry of speculativeTools) {
+    const nested = nestedTools.find((t) => t.name === entry);
+    if (seen.has(entry) || !nested || nested.effect !== "read" || nested.speculative !== true) fail(`invalid speculative nested tool ${JSON.stringify(entry)}`);
+    seen.add(entry);
+  }
+  return { nestedTools: Object.freeze([...nestedTools]), speculativeTools: Object.freeze([...speculativeTools]) };
 }
 
 export function output(options) {

@@ -31,11 +31,18 @@ export interface ShellToolsOptions {
   onOutput?: (label: string, text: string) => void;
 }
 
+export interface NestedToolDispatchOptions {
+  readonly signal?: AbortSignal;
+  readonly claimSpeculation?: boolean;
+}
+
 export interface ToolExecutionContext {
-  toolCallId: string;
-  parentToolCallId?: string;
-  durable?: { readonly idempotencyKey: string; readonly resumed: boolean };
-  dispatch(name: string, input: unknown, options?: unknown): Promise<unknown>;
+  readonly toolCallId: string;
+  /** The container's id in a nested call; equals `toolCallId` at top level. */
+  readonly parentToolCallId: string;
+  readonly durable?: { readonly idempotencyKey: string; readonly resumed: boolean };
+  /** A composite's nested call: admitted, policy-checked and accounted by the kernel; resolves to the nested tool's settled value. */
+  dispatch(name: string, input: unknown, options?: NestedToolDispatchOptions): Promise<unknown>;
 }
 
 export interface ToolDefinition<TInput = any, TResult = unknown> {
@@ -51,6 +58,8 @@ export interface ToolDefinition<TInput = any, TResult = unknown> {
   readonly speculative?: boolean;
   readonly timeoutMs: number;
   readonly runtime?: unknown;
+  readonly nestedTools?: readonly ToolDefinition[];
+  readonly speculativeTools?: readonly string[];
   execute(input: TInput, signal?: AbortSignal, context?: ToolExecutionContext): Promise<TResult>;
 }
 
@@ -113,6 +122,10 @@ export interface ToolOptions<TInput = any, TResult = unknown> {
   timeoutMs?: number;
   schemaSemanticsSHA256?: string;
   runtime?: unknown;
+  /** A composite tool: the tools its `execute` may call through `context.dispatch` (flat; no runtime on the composite). */
+  nestedTools?: readonly ToolDefinition[];
+  /** Names of nested read tools with `speculative: true` whose calls may claim a speculative launch. */
+  speculativeTools?: readonly string[];
   execute: (input: TInput, signal?: AbortSignal, context?: ToolExecutionContext) => TResult | Promise<TResult>;
 }
 export declare function tool<TInput = any, TResult = unknown>(options: ToolOptions<TInput, TResult>): ToolDefinition<TInput, TResult>;
@@ -379,6 +392,8 @@ export interface RunResult<TOutput = unknown> {
 export type CavemanRunEvent =
   | { type: "run_start"; runId: string; agentId: string }
   | { type: "pi"; runId: string; event: { type: string; [key: string]: any } }
+  | { type: "nested_tool_start"; runId: string; id: string; name: string; args: unknown }
+  | { type: "nested_tool_end"; runId: string; id: string; name: string; isError: boolean; result: unknown }
   | { type: "run_end"; runId: string; result: RunResult }
   | { type: "run_error"; runId: string; code: string; message: string; receipt: RunReceipt };
 

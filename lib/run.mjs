@@ -85,16 +85,16 @@ async function buildGraph(definition, options, rootDir, registry, isRoot, sandbo
     modelCall = await resolveModelCall(definition.model, isRoot ? options : { ...options, model: undefined });
   }
   const modelKey = registry.models.push(modelCall) - 1;
-  const tools = [];
-  for (const tool of definition.tools) {
+  /** Where a tool runs: natively (shell tools), as a subagent, or as a JS handle held here. */
+  const toolRuntime = async (tool) => {
     const nativeTool = tool[NATIVE_TOOL];
-    let runtime;
     if (nativeTool) {
-      runtime = { kind: "native", toolset: nativeTool.toolset.id, hasOnOutput: Boolean(nativeTool.onOutput) };
       registry.outputs.set(nativeTool.toolset.id, nativeTool.onOutput);
-    } else if (tool.runtime?.kind === "subagent") {
+      return { kind: "native", toolset: nativeTool.toolset.id, hasOnOutput: Boolean(nativeTool.onOutput) };
+    }
+    if (tool.runtime?.kind === "subagent") {
       const r = tool.runtime;
-      runtime = {
+      return {
         kind: "subagent",
         agent: await buildGraph(r.definition, options, rootDir, registry, false, r.definition.sandbox),
         maxInputChars: r.maxInputChars,
@@ -103,10 +103,24 @@ async function buildGraph(definition, options, rootDir, registry, isRoot, sandbo
         maxTokens: r.maxTokens,
         maxContextTokens: r.maxContextTokens,
       };
-    } else {
-      runtime = { kind: "host", key: registry.tools.push(tool) - 1 };
     }
-    tools.push(toolSpec(tool, runtime));
+    return { kind: "host", key: registry.tools.push(tool) - 1 };
+  };
+  const tools = [];
+  for (const tool of definition.tools) {
+    const spec = toolSpec(tool, await toolRuntime(tool));
+    // Only a composite carries these keys, so the definition SHA of every other agent is the
+    // one it had before composites existed (durable runs resume across that upgrade).
+    if (tool.nestedTools?.length) {
+      spec.nestedTools = [];
+      for (const nested of tool.nestedTools) {
+        const nestedSpec = toolSpec(nested, await toolRuntime(nested));
+        if (nested.speculative === true) nestedSpec.speculative = true;
+        spec.nestedTools.push(nestedSpec);
+      }
+      if (tool.speculativeTools?.length) spec.speculativeTools = [...tool.speculativeTools];
+    }
+    tools.push(spec);
   }
   return {
     ...promptSpec(definition, rootDir),
@@ -178,6 +192,18 @@ function serializeToolResult(name, value) {
   let text;
   try {
     text = JSON.stringify(value);
+  } catch {
+    throw new Error(`cave_tool_result_not_json_safe:${name}`);
+  }
+  if (text === undefined) throw new Error(`cave_tool_result_not_json_safe:${name}`);
+  return text;
+}
+
+/** A nested call's value as the JSON the kernel hands back to `dispatch` (`undefined` → null). */
+function nestedResult(name, value) {
+  let text;
+  try {
+    text = value === undefined ? "null" : JSON.stringify(value);
   } catch {
     throw new Error(`cave_tool_result_not_json_safe:${name}`);
   }
@@ -331,21 +357,62 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
     return message;
   };
 
+  // `context.dispatch` calls waiting for the kernel's answer (the `nested` hook), by reply id.
+  const dispatches = new Map();
+  let nextDispatch = 0;
+
+  /**
+   * `context.dispatch` of composite container `req` (caveman-code.md §4.2): the kernel admits
+   * the call (events, receipt, maxToolCalls, policy with parentToolCallId) and runs it; this
+   * only carries the request and the abort of `options.signal`. `open()` is false once the
+   * container's `execute` has returned.
+   */
+  const dispatcher = (req, open) => (name, input, dispatchOptions) => {
+    if (!open()) return Promise.reject(codedError("cave_nested_tool_parent_inactive"));
+    const signal = dispatchOptions?.signal;
+    const reasonOf = () => (signal.reason instanceof Error ? signal.reason.message : undefined);
+    const reply = nextDispatch++;
+    return new Promise((resolve, reject) => {
+      const onAbort = () => settle(nativeRun.abortNested(reply, reasonOf()));
+      dispatches.set(reply, {
+        resolve,
+        reject,
+        done: () => signal?.removeEventListener("abort", onAbort),
+      });
+      // A value JSON cannot carry reaches the kernel as null, which its schema check refuses
+      // (`cave_tool_input_schema_mismatch:<name>`), after the name check.
+      let args = null;
+      try {
+        const text = JSON.stringify(input);
+        if (text !== undefined) args = JSON.parse(text);
+      } catch {}
+      const aborted = Boolean(signal?.aborted);
+      if (signal && !aborted) signal.addEventListener("abort", onAbort, { once: true });
+      settle(nativeRun.dispatchNested(reply, req.callId, String(name), args, dispatchOptions?.claimSpeculation === true, aborted, aborted ? reasonOf() : undefined));
+    });
+  };
+
   const runTool = async (req) => {
     const tool = registry.tools[req.key];
     const controller = new AbortController();
     const onRunAbort = () => controller.abort(runAbort.signal.reason);
     runAbort.signal.addEventListener("abort", onRunAbort, { once: true });
     toolAborts.set(req.callId, controller);
+    let open = true;
+    // One level only: a nested call, or a tool without nestedTools, cannot dispatch.
+    const dispatch = req.composite && !req.nested ? dispatcher(req, () => open) : () => Promise.reject(codedError("cave_nested_tool_dispatch_unavailable"));
     try {
       const value = await tool.execute(req.args, controller.signal, {
         toolCallId: req.toolCallId,
         parentToolCallId: req.parentToolCallId,
         ...(req.durable ? { durable: Object.freeze({ ...req.durable }) } : {}),
-        dispatch: () => Promise.reject(codedError("cave_nested_tool_dispatch_unavailable")),
+        dispatch,
       });
+      // A nested call answers with its settled value (as JSON): `dispatch` resolves to it.
+      if (req.nested) return nestedResult(tool.name, value);
       return serializeToolResult(tool.name, value);
     } finally {
+      open = false;
       toolAborts.delete(req.callId);
       runAbort.signal.removeEventListener("abort", onRunAbort);
     }
@@ -373,6 +440,14 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
           (text) => settle(nativeRun.replyTool(req.reply, text)),
           (error) => settle(nativeRun.replyError(req.reply, hostError(error))),
         );
+      },
+      nested(answer) {
+        const pending = dispatches.get(answer.reply);
+        if (!pending) return;
+        dispatches.delete(answer.reply);
+        pending.done();
+        if (answer.ok) pending.resolve(answer.value ?? null);
+        else pending.reject(codedError(answer.code ?? String(answer.message).split(":")[0], answer.message));
       },
       policy: typeof policy === "function" ? (input) => askPolicy(policy, input) : undefined,
       events(batch) {

@@ -10,6 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
+import { createHash } from "node:crypto";
 
 import { CODING_AGENT_HELP, parseCodingAgentCLIArgs, main } from "../lib/code/cli.mjs";
 import { startFakeProvider } from "./fake-provider.mjs";
@@ -285,3 +286,90 @@ test("in a terminal: Ctrl-C at an empty prompt and Ctrl-D end the session with t
     assert.equal(await term.exitStatus(), 0, key);
   }
 });
+
+test("in a terminal: --help and a bad flag; every slash command, an unknown /word as a turn, a failed turn, /quit", { timeout: 180_000 }, async (t) => {
+  if (!haveTmux(t)) return;
+  const ws = tempWorkspace();
+  t.after(() => ws.cleanup());
+  ws.write("notes.txt", "one\ntwo\nthree\n");
+
+  // --help on a terminal: the reference's text and nothing else, status 0; a bad flag: status 1.
+  let term = await terminal(t, { args: ["--help"], env: {}, cwd: ws.root });
+  assert.equal(await term.exitStatus(), 0);
+  assert.equal(`${term.screen()}\n`, HELP);
+  term = await terminal(t, { args: ["--max-cost-usd", "0"], env: { ANTHROPIC_API_KEY: "sk-ant-dummy" }, cwd: ws.root });
+  assert.equal(await term.exitStatus(), 1);
+  assert.equal(term.screen(), "caveman-code: --max-cost-usd must be positive");
+
+  // A stand-in engine for /prove-recovery: compress keeps 4 bytes and stores the input, retrieve
+  // answers the stored bytes, so the proof must print the digest of exactly what it was given.
+  const store = path.join(ws.outside, "engine-store");
+  const engine = path.join(ws.outside, "engine");
+  fs.writeFileSync(
+    engine,
+    `#!/bin/sh\nif [ "$1" = compress ]; then cat > '${store}'; printf '{"handle":"h1","compressed":"%s"}' "$(head -c 4 '${store}')"; else cat '${store}'; fi\n`,
+    { mode: 0o755 },
+  );
+  const fake = await startFakeProvider([
+    { text: "Counting.", toolCalls: [{ name: "bash", args: { command: "cat notes.txt notes.txt" } }] },
+    { text: "Six lines in all." },
+    { text: "That is not a command I know, so it was a prompt." },
+  ]);
+  t.after(() => fake.close());
+  term = await terminal(t, {
+    args: ["--workspace", ws.root, "--observe-only"],
+    env: { ANTHROPIC_API_KEY: "sk-ant-dummy", KNAP_PROVIDER_BASE_URL: fake.url, CAVEMAN_ENGINE_BIN: engine },
+    cwd: ws.root,
+  });
+  let s = await term.waitFor(PROMPT_AT_END, "the first prompt");
+  // --observe-only: no probe, so no TTY "unavailable" line; the banner is the first thing shown
+  assert.ok(s.startsWith("cave: OBSERVE-ONLY — the Caveman engine/gateway is not available here.\n"), s);
+
+  // the reference's help, typed out here rather than taken from the implementation
+  const help = [
+    "/tokens          session token bill so far",
+    "/prove-recovery  compress one recorded tool output and recover it byte-exactly",
+    "/mode            show whether this session is optimized or observe-only",
+    "/help            this list",
+    "/exit            end the session and print the final bill",
+  ].join("\n");
+  term.keys("/help", "Enter");
+  await term.waitFor(new RegExp(`> /help\\n${escape(help)}\\n\\nagent \\[observe-only\\] >$`), "/help");
+  term.keys("/tokens", "Enter");
+  await term.waitFor(/> \/tokens\nsession · 0 turns · observe-only\n  no provider calls this session — nothing measured, nothing claimed\n\nagent \[observe-only\] >$/, "/tokens before any turn");
+  term.keys("/prove-recovery", "Enter");
+  await term.waitFor(/> \/prove-recovery\nrecovery proof unavailable: caveman-code: no tool output recorded yet to prove recovery on\n\nagent \[observe-only\] >$/, "/prove-recovery before any tool output");
+
+  term.keys("count the lines twice", "Enter");
+  await term.waitFor(/spend: .*\n\nagent \[observe-only\] >$/, "the first turn");
+  term.keys("/prove-recovery", "Enter");
+  s = await term.waitFor(/> \/prove-recovery\nrecovery proof: .*\n\nagent \[observe-only\] >$/, "the recovery proof");
+  const stored = fs.readFileSync(store);
+  assert.match(stored.toString("utf8"), /one\ntwo\nthree\none\ntwo\nthree/, "the engine was given the bash output");
+  const digest = createHash("sha256").update(stored).digest("hex").slice(0, 12);
+  assert.match(s, new RegExp(`\\nrecovery proof: \\S.* round-trip OK \\(sha256 match ${digest}\\)\\n\\nagent \\[observe-only\\] >$`));
+
+  term.keys("/bogus", "Enter");
+  s = await term.waitFor(/turn 2 · .*\n(.*\n){4}  spend: .*\n\nagent \[observe-only\] >$/, "/bogus answered as a turn");
+  assert.match(s, /> \/bogus\n\nThat is not a command I know, so it was a prompt\.\n\nturn 2 · observe-only · anthropic\/claude-sonnet-4-6 · [\d,]+ ms\n/);
+  term.keys("one more", "Enter");
+  s = await term.waitFor(/> one more\n(\n)?error: .*\n\nagent \[observe-only\] >$/, "the failed turn's error line");
+  assert.match(s, /\nerror: cave_agent_run_failed: .*fake provider: script exhausted/);
+
+  term.keys("/mode", "Enter");
+  await term.waitFor(/> \/mode\nmode: observe-only\n\nagent \[observe-only\] >$/, "/mode");
+  term.keys("/tokens", "Enter");
+  s = await term.waitFor(/> \/tokens\nsession · 2 turns · observe-only\n(.*\n){5}  spend: .*\n\nagent \[observe-only\] >$/, "/tokens after two turns");
+  assert.match(
+    s,
+    /> \/tokens\nsession · 2 turns · observe-only\n  context transforms: none applied\n  transformed context: 0 tokens before → 0 after\n  tokens saved: 0 — local estimate, token counts only; no provider savings claim\n  provider usage \(provider_reported\): in [\d,]+ · out [\d,]+ · cache read 0 · cache write 0\n  cache input-token hit ratio: 0\.00% · target 98\.00% missed — provider-reported; cold seeds included\n  spend: \d+\.\d{6} USD measured at public catalog list prices \(public_catalog\)\n/,
+  );
+  term.keys("/quit", "Enter");
+  s = await term.waitFor(/> \/quit\n\nsession · 2 turns · observe-only\n(.*\n){5}  spend: .*$/, "the final bill after /quit");
+  assert.equal(await term.exitStatus(), 0);
+  assert.equal(fake.remaining, 0);
+});
+
+function escape(text) {
+  return text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+}

@@ -159,9 +159,10 @@ export declare class NativeSandbox {
   destroy(): void
   /**
    * Runs `/bin/sh -c command`; each stream comes back through `middleTruncate` at
-   * `maxOutputLength` UTF-16 code units (only a head and a tail are ever held).
+   * `maxOutputLength` UTF-16 code units (only a head and a tail are ever held). `on_output`
+   * receives the output in chunks while it runs (`exec({ onOutput })`).
    */
-  exec(command: string, timeoutMs?: number | undefined | null, cwd?: string | undefined | null, maxOutputLength?: number | undefined | null, cancel?: CancelToken | undefined | null): Promise<BindingExecResult>
+  exec(command: string, timeoutMs?: number | undefined | null, cwd?: string | undefined | null, maxOutputLength?: number | undefined | null, cancel?: CancelToken | undefined | null, onOutput?: ((chunk: BindingProgressChunk) => void) | undefined | null): Promise<BindingExecResult>
   readFile(path: string): Promise<string>
   writeFile(path: string, content: string): Promise<void>
   readDir(path: string): Promise<Array<string>>
@@ -184,7 +185,11 @@ export declare class NativeShellTools {
 
 /** One configured tool of a tool set. */
 export declare class NativeTool {
-  bash(input: BashToolInput, cancel?: CancelToken | undefined | null): Promise<BashCall>
+  /**
+   * `on_progress` receives the output in chunks while the command runs (`onProgress`); the
+   * answer comes after the last chunk.
+   */
+  bash(input: BashToolInput, cancel?: CancelToken | undefined | null, onProgress?: ((chunk: BindingProgressChunk) => void) | undefined | null): Promise<BashCall>
   read(input: ReadToolInput): Promise<ReadTextOutput | ReadDirectoryOutput | ToolErrorResult>
   write(input: WriteToolInput): Promise<WriteCall>
   edit(input: EditToolInput): Promise<EditCall>
@@ -233,7 +238,7 @@ export interface AgentToolConfig {
   maxLineLength?: number
   allowedPaths?: Array<string>
   blockedCommands?: Array<string>
-  /** Glob: paths returned at most (default 1,000; 0 for all). */
+  /** Glob: paths, Grep: files / counts / matching lines returned at most (default 1,000; 0 for all). */
   maxResults?: number
 }
 
@@ -454,6 +459,15 @@ export interface BindingProgramTool {
   /** JSON Schema of the input, as JSON text. */
   inputJson: string
   allowRepeat: boolean
+}
+
+/** One chunk of a running command's output (`knap_core::progress`). */
+export interface BindingProgressChunk {
+  /** `"stdout"` or `"stderr"`. */
+  stream: string
+  chunk: string
+  /** Bytes of this stream dropped just before this chunk (the consumer fell behind). */
+  skipped: number
 }
 
 /** The hooks a run calls, one per concern. */
@@ -711,6 +725,7 @@ export interface GlobToolOutput {
   note?: string
 }
 
+/** How many entries matched (`total`) and how many of them were left out (`omitted`). */
 export interface GlobTruncated {
   total: number
   omitted: number
@@ -719,6 +734,8 @@ export interface GlobTruncated {
 export interface GrepContentOutput {
   matches: Array<GrepMatch>
   total_matches: number
+  truncated?: GlobTruncated
+  note?: string
 }
 
 export interface GrepCount {
@@ -729,11 +746,17 @@ export interface GrepCount {
 export interface GrepCountsOutput {
   counts: Array<GrepCount>
   total: number
+  truncated?: GlobTruncated
+  note?: string
 }
 
 export interface GrepFilesOutput {
   files: Array<string>
   count: number
+  /** Present when more entries matched than were returned (`maxResults`). */
+  truncated?: GlobTruncated
+  /** Present with `truncated`: how many more matched and how to narrow. */
+  note?: string
 }
 
 export interface GrepMatch {
@@ -847,6 +870,12 @@ export interface PatchToolOutput {
 /** The cell's result text: printed lines, else the formatted return value, else `ok`; capped. */
 export declare function programCellOutput(printed: Array<string>, returned?: string | undefined | null): string
 
+/**
+ * A JS sandbox's `onOutput(chunk, stream)` for the Bash call registered as `id` (a late call,
+ * after `exec` returned, is ignored).
+ */
+export declare function pushSandboxOutput(id: number, stream: string, chunk: string): void
+
 export interface ReadDirectoryOutput {
   type: string
   entries: Array<string>
@@ -880,6 +909,11 @@ export declare function runErrorCode(message: string): string
 /** `sandbox.exec`'s options as the JS sandbox receives them. */
 export interface SandboxExecOptions {
   timeout?: number
+  /**
+   * Bash with `onProgress`: the id the adapter's `onOutput` pushes chunks to
+   * (`pushSandboxOutput(id, stream, chunk)`).
+   */
+  progress?: number
 }
 
 /** bashkit's `ExecResult`, as the JS adapter normalizes a sandbox's answer. */

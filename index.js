@@ -901,6 +901,7 @@ module.exports.memorySparseEmbed = nativeBinding.memorySparseEmbed
 module.exports.memoryStateValid = nativeBinding.memoryStateValid
 module.exports.middleTruncate = nativeBinding.middleTruncate
 module.exports.programCellOutput = nativeBinding.programCellOutput
+module.exports.pushSandboxOutput = nativeBinding.pushSandboxOutput
 module.exports.runErrorCode = nativeBinding.runErrorCode
 module.exports.serveLimits = nativeBinding.serveLimits
 module.exports.sha256Hex = nativeBinding.sha256Hex

@@ -454,6 +454,50 @@ test("Grep: offset and head_limit page every output mode", async () => {
   }
 });
 
+test("Grep: maxResults bounds files, counts and lines (default 1,000) with truncated and a note; 0 lifts it", async () => {
+  const files = {};
+  for (let i = 0; i < 1005; i++) files[`m/f${String(i).padStart(4, "0")}.txt`] = "hit\n";
+  const { ws, sandbox, tools } = await setup(files);
+  try {
+    const all = await runTool(tools, "Grep", { pattern: "hit" });
+    assert.equal(all.count, 1000, "bounded at 1,000 by default");
+    assert.equal(all.files.length, 1000);
+    assert.equal(all.files[999], "./m/f0999.txt", "the first 1,000 in rg's sorted order");
+    assert.deepEqual(all.truncated, { total: 1005, omitted: 5 });
+    assert.equal(
+      all.note,
+      "Showing 1,000 of 1,005 results (5 more not listed). Narrow the search with path, glob or type, or page with offset and head_limit; tools.Grep.maxResults raises the limit.",
+    );
+    // offset reaches the rest.
+    const rest = await runTool(tools, "Grep", { pattern: "hit", offset: 1000 });
+    assert.deepEqual(rest, { files: ["./m/f1000.txt", "./m/f1001.txt", "./m/f1002.txt", "./m/f1003.txt", "./m/f1004.txt"], count: 5 });
+
+    const small = await createAgentTools(sandbox, { tools: { Grep: { maxResults: 3 } } });
+    const counts = await runTool(small.tools, "Grep", { pattern: "hit", output_mode: "count" });
+    assert.deepEqual(counts.counts, [
+      { file: "./m/f0000.txt", count: 1 },
+      { file: "./m/f0001.txt", count: 1 },
+      { file: "./m/f0002.txt", count: 1 },
+    ]);
+    assert.equal(counts.total, 3);
+    assert.deepEqual(counts.truncated, { total: 1005, omitted: 1002 });
+    assert.match(counts.note, /^Showing 3 of 1,005 results \(1,002 more not listed\)/);
+    const lines = await runTool(small.tools, "Grep", { pattern: "hit", output_mode: "content", head_limit: 10 });
+    assert.equal(lines.matches.length, 3, "the application's bound applies to the model's page too");
+    assert.equal(lines.total_matches, 3);
+    assert.deepEqual(lines.truncated, { total: 10, omitted: 7 });
+    assert.deepEqual(await runTool(small.tools, "Grep", { pattern: "hit", path: "m/f0004.txt" }), { files: ["m/f0004.txt"], count: 1 }, "under the bound: no truncated, no note");
+
+    const free = await createAgentTools(sandbox, { tools: { Grep: { maxResults: 0 } } });
+    const everything = await runTool(free.tools, "Grep", { pattern: "hit" });
+    assert.equal(everything.count, 1005);
+    assert.equal(everything.truncated, undefined);
+    assert.equal(everything.note, undefined);
+  } finally {
+    ws.cleanup();
+  }
+});
+
 test("Grep: multiline, and errors (bad regex, missing path), allowedPaths", async () => {
   const { ws, tools } = await setup({ "a.txt": "begin\nmiddle\nend\n", "src/s.txt": "begin\n" }, { tools: { Grep: { allowedPaths: ["src/**"] } } });
   const free = await setup({ "a.txt": "begin\nmiddle\nend\n" });

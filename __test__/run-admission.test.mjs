@@ -352,11 +352,39 @@ for (const [options, pattern] of OPTION_ERRORS) {
   });
 }
 
-test("maxCostUsd: non-positive is refused with the reference's message", async () => {
+test("maxCostUsd: non-positive or not a number is refused with the reference's first line and a hint", async () => {
   const def = hostAgent("max-cost", []);
-  await assert.rejects(run(def, "go", baseOptions([{ text: "x" }], { maxCostUsd: 0 })), {
-    message: "caveman agent: run maxCostUsd must be positive",
-  });
+  for (const [maxCostUsd, hint] of [
+    [0, "maxCostUsd is a number of US dollars above 0, got 0: maxCostUsd: 0.5"],
+    [-2, "maxCostUsd is a number of US dollars above 0, got -2: maxCostUsd: 0.5"],
+    ["1", 'maxCostUsd takes a positive number of US dollars, received string "1": maxCostUsd: 0.5'],
+  ]) {
+    await assert.rejects(run(def, "go", baseOptions([{ text: "x" }], { maxCostUsd })), (error) => {
+      assert.equal(error.message, `caveman agent: run maxCostUsd must be positive\nhint: ${hint}`);
+      assert.equal(error.hint, hint);
+      return true;
+    });
+  }
+});
+
+test("range errors of run options name the option, the range and the way out (reference codes first)", async () => {
+  const def = hostAgent("ranges", []);
+  const cases = [
+    [{ maxSubagentDepth: 9 }, "cave_subagent_depth_limit_invalid: maxSubagentDepth must be an integer from 1 to 8, got 9", "leave maxSubagentDepth out for the default (2), or pass an integer from 1 to 8"],
+    [{ maxSubagentDepth: 0 }, "cave_subagent_depth_limit_invalid: maxSubagentDepth must be an integer from 1 to 8, got 0", "leave maxSubagentDepth out for the default (2), or pass an integer from 1 to 8"],
+    [{ maxModelCalls: 0 }, "cave_max_model_calls_invalid: maxModelCalls must be a positive integer, got 0", "leave maxModelCalls out for the default (64), or pass a positive integer"],
+    [{ budget: { maxUsd: 1, initialUsd: 2 } }, "cave_budget_initial_invalid: budget.initialUsd must be positive and at most budget.maxUsd (1), got 2", /^it is above budget\.maxUsd \(1\); /],
+    [{ budget: { maxUsd: 1, initialUsd: 0 } }, "cave_budget_initial_invalid: budget.initialUsd must be positive and at most budget.maxUsd (1), got 0", /^it must be positive; /],
+    [{ budget: { maxTokens: 100, initialTokens: 2.5 } }, "cave_budget_initial_invalid: budget.initialTokens must be positive and at most budget.maxTokens (100), got 2.5", /^it must be a whole number of tokens; /],
+  ];
+  for (const [options, first, hint] of cases) {
+    await assert.rejects(run(def, "go", baseOptions([{ text: "x" }], options)), (error) => {
+      assert.equal(error.message.split("\n")[0], first);
+      if (typeof hint === "string") assert.equal(error.hint, hint);
+      else assert.match(error.hint, hint);
+      return true;
+    });
+  }
 });
 
 test("stream(): input errors throw synchronously when stream() is called; run() rejects", async () => {

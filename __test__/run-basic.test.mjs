@@ -329,7 +329,7 @@ test("auto() with no credentials: CavemanRunError code cave_provider_credentials
     assert.ok(error instanceof CavemanRunError);
     assert.equal(error.code, "cave_provider_credentials");
     assert.equal(error.message.split("\n")[0], "cave_provider_credentials: caveman agent: no supported provider credential found");
-    assert.match(error.hint, /ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY.*fauxModel\(\).*streamFn/);
+    assert.match(error.hint, /ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY or GOOGLE_API_KEY.*fauxModel\(\).*streamFn/);
     assert.equal(error.receipt.calls.length, 0);
     return true;
   });

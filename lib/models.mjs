@@ -42,7 +42,7 @@ const PINNED_FORMAT = "caveman agent: pinned model must use provider/model forma
 const PROVIDER_JSON_INVALID = "caveman agent: invalid .caveman/provider.json";
 const NO_CREDENTIAL = "caveman agent: no supported provider credential found";
 const NO_CREDENTIAL_HINT =
-  "set ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY (or CAVE_MODEL=provider/id with that provider's key); " +
+  "set ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY or GOOGLE_API_KEY (or CAVE_MODEL=provider/id with that provider's key); " +
   "to run offline, pass { model: fauxModel(), streamFn: scriptedStream([...]) } from knap/testing";
 
 /** The reference's "unknown model" error, with the nearest catalog ids as the hint. */

@@ -16,6 +16,7 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
 
+use crate::ai_sdk::{with_progress, ProgressFn, SandboxOutput};
 use crate::{CancelToken, NativeSandbox};
 
 /// A weak threadsafe function returning a Promise (a JS sandbox method).
@@ -25,6 +26,9 @@ type JsMethod<Args, Ret> = ThreadsafeFunction<Args, Promise<Ret>, Args, Status, 
 #[napi(object)]
 pub struct SandboxExecOptions {
   pub timeout: Option<f64>,
+  /// Bash with `onProgress`: the id the adapter's `onOutput` pushes chunks to
+  /// (`pushSandboxOutput(id, stream, chunk)`).
+  pub progress: Option<u32>,
 }
 
 /// bashkit's `ExecResult`, as the JS adapter normalizes a sandbox's answer.
@@ -87,10 +91,15 @@ impl Sandbox for JsSandbox {
   fn exec(&self, call: ExecCall) -> BoxFuture<SbResult<ExecReply>> {
     let m = self.m.clone();
     Box::pin(async move {
+      // Registered for the duration of the call: a chunk pushed after it is dropped.
+      let registered = call.progress.map(SandboxOutput::register);
       let options = SandboxExecOptions {
         timeout: call.timeout_ms.map(|t| t as f64),
+        progress: registered.as_ref().map(|r| r.0),
       };
-      let r = invoke(&m.exec, (call.command, options).into()).await?;
+      let r = invoke(&m.exec, (call.command, options).into()).await;
+      drop(registered);
+      let r = r?;
       Ok(ExecReply {
         stdout: r.stdout,
         stderr: r.stderr,
@@ -164,7 +173,7 @@ pub struct AgentToolConfig {
   pub max_line_length: Option<f64>,
   pub allowed_paths: Option<Vec<String>>,
   pub blocked_commands: Option<Vec<String>>,
-  /// Glob: paths returned at most (default 1,000; 0 for all).
+  /// Glob: paths, Grep: files / counts / matching lines returned at most (default 1,000; 0 for all).
   pub max_results: Option<f64>,
 }
 
@@ -366,6 +375,7 @@ pub struct GlobToolOutput {
   pub note: Option<String>,
 }
 
+/// How many entries matched (`total`) and how many of them were left out (`omitted`).
 #[napi(object)]
 pub struct GlobTruncated {
   pub total: u32,
@@ -399,6 +409,10 @@ pub struct GrepToolInput {
 pub struct GrepFilesOutput {
   pub files: Vec<String>,
   pub count: u32,
+  /// Present when more entries matched than were returned (`maxResults`).
+  pub truncated: Option<GlobTruncated>,
+  /// Present with `truncated`: how many more matched and how to narrow.
+  pub note: Option<String>,
 }
 
 #[napi(object)]
@@ -411,6 +425,8 @@ pub struct GrepCount {
 pub struct GrepCountsOutput {
   pub counts: Vec<GrepCount>,
   pub total: f64,
+  pub truncated: Option<GlobTruncated>,
+  pub note: Option<String>,
 }
 
 #[napi(object)]
@@ -430,6 +446,8 @@ pub struct GrepContentOutput {
   pub matches: Vec<GrepMatch>,
   #[napi(js_name = "total_matches")]
   pub total_matches: u32,
+  pub truncated: Option<GlobTruncated>,
+  pub note: Option<String>,
 }
 
 #[napi(object)]
@@ -509,14 +527,22 @@ macro_rules! call {
 
 #[napi]
 impl NativeTool {
+  /// `on_progress` receives the output in chunks while the command runs (`onProgress`); the
+  /// answer comes after the last chunk.
   #[napi]
-  pub async fn bash(&self, input: BashToolInput, cancel: Option<&CancelToken>) -> BashCall {
+  pub async fn bash(
+    &self,
+    input: BashToolInput,
+    cancel: Option<&CancelToken>,
+    #[napi(ts_arg_type = "((chunk: BindingProgressChunk) => void) | undefined | null")] on_progress: Option<ProgressFn>,
+  ) -> BashCall {
     let i = core::BashInput {
       command: input.command,
       timeout_ms: input.timeout,
       run_in_background: input.run_in_background == Some(true),
     };
-    let r = self.tools.bash(&self.tool, i, token(cancel)).await;
+    let cancel = token(cancel);
+    let r = with_progress(on_progress, |p| self.tools.bash(&self.tool, i, cancel, p)).await;
     call!(BashCall, r, BashToolOutput, |o: core::BashOutput| {
       BashToolOutput {
         stdout: o.stdout,
@@ -640,12 +666,30 @@ impl NativeTool {
       offset: input.offset,
       multiline: input.multiline == Some(true),
     };
-    match self.tools.grep(&self.tool, i, token(cancel)).await {
-      Ok(core::GrepOutput::Files(files)) => Either4::A(GrepFilesOutput {
+    let page = match self.tools.grep(&self.tool, i, token(cancel)).await {
+      Ok(page) => page,
+      Err(error) => return Either4::D(ToolErrorResult { error }),
+    };
+    let shown = match &page.output {
+      core::GrepOutput::Files(v) => v.len(),
+      core::GrepOutput::Counts(v) => v.len(),
+      core::GrepOutput::Content(v) => v.len(),
+    };
+    let truncated = page.note.is_some().then(|| GlobTruncated {
+      total: page.total as u32,
+      omitted: (page.total - shown) as u32,
+    });
+    let note = page.note;
+    match page.output {
+      core::GrepOutput::Files(files) => Either4::A(GrepFilesOutput {
         count: files.len() as u32,
         files,
+        truncated,
+        note,
       }),
-      Ok(core::GrepOutput::Counts(counts)) => Either4::B(GrepCountsOutput {
+      core::GrepOutput::Counts(counts) => Either4::B(GrepCountsOutput {
+        truncated,
+        note,
         total: counts.iter().map(|(_, n)| *n as f64).sum(),
         counts: counts
           .into_iter()
@@ -655,7 +699,9 @@ impl NativeTool {
           })
           .collect(),
       }),
-      Ok(core::GrepOutput::Content(matches)) => Either4::C(GrepContentOutput {
+      core::GrepOutput::Content(matches) => Either4::C(GrepContentOutput {
+        truncated,
+        note,
         total_matches: matches.len() as u32,
         matches: matches
           .into_iter()
@@ -668,7 +714,6 @@ impl NativeTool {
           })
           .collect(),
       }),
-      Err(error) => Either4::D(ToolErrorResult { error }),
     }
   }
 

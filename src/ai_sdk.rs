@@ -3,12 +3,17 @@
 //! `agent_tools.rs`. Every method runs off the JS thread. No tool logic lives here.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use knap_core::progress::{Progress, ProgressChunk, Stream};
 use knap_core::sandbox::{ExecOptions, LocalSandbox};
 use knap_core::ToolError;
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 
 use crate::{async_error, coded_error, CancelToken, ErrorCode};
@@ -38,6 +43,93 @@ pub struct BindingExecResult {
   pub aborted: bool,
   /// A stream went over `maxOutputLength` and was middle-truncated.
   pub truncated: bool,
+}
+
+/// One chunk of a running command's output (`knap_core::progress`).
+#[napi(object)]
+pub struct BindingProgressChunk {
+  /// `"stdout"` or `"stderr"`.
+  pub stream: String,
+  pub chunk: String,
+  /// Bytes of this stream dropped just before this chunk (the consumer fell behind).
+  pub skipped: f64,
+}
+
+impl From<ProgressChunk> for BindingProgressChunk {
+  fn from(c: ProgressChunk) -> Self {
+    Self {
+      stream: c.stream.as_str().into(),
+      chunk: c.chunk,
+      skipped: c.skipped as f64,
+    }
+  }
+}
+
+/// The JS listener of a command's output. The JS side wraps the user's callback so it returns
+/// `undefined` and never throws.
+pub type ProgressFn =
+  ThreadsafeFunction<BindingProgressChunk, (), BindingProgressChunk, Status, false, true>;
+
+/// Runs `work` with a progress buffer when there is a listener, pumping its chunks to the
+/// listener one at a time (each call waits for the JS callback, so a slow listener fills the
+/// buffer instead of the JS queue). `work` must close the buffer on every path (the core's
+/// `exec`/`bash` do); the answer comes back once every chunk has been delivered.
+pub(crate) async fn with_progress<T, F: Future<Output = T>>(
+  listener: Option<ProgressFn>,
+  work: impl FnOnce(Option<Arc<Progress>>) -> F,
+) -> T {
+  let Some(listener) = listener else {
+    return work(None).await;
+  };
+  let progress = Progress::with_default_capacity();
+  let pump = async {
+    while let Some(c) = progress.next().await {
+      // A listener that cannot be reached (the environment is going away) ends nothing else.
+      let _ = listener.call_async(c.into()).await;
+    }
+  };
+  let (out, ()) = tokio::join!(work(Some(progress.clone())), pump);
+  out
+}
+
+/// Progress buffers of JS sandboxes' running `exec` calls, by the id their `onOutput` pushes
+/// to (`pushSandboxOutput`).
+static SANDBOX_OUTPUT: Mutex<Option<HashMap<u32, Arc<Progress>>>> = Mutex::new(None);
+static SANDBOX_OUTPUT_IDS: AtomicU32 = AtomicU32::new(1);
+
+/// Registers a buffer for one JS `exec` call; the guard unregisters it.
+pub(crate) struct SandboxOutput(pub u32);
+
+impl SandboxOutput {
+  pub(crate) fn register(p: Arc<Progress>) -> Self {
+    let id = SANDBOX_OUTPUT_IDS.fetch_add(1, Ordering::Relaxed);
+    let mut map = SANDBOX_OUTPUT.lock().unwrap_or_else(|e| e.into_inner());
+    map.get_or_insert_with(HashMap::new).insert(id, p);
+    Self(id)
+  }
+}
+
+impl Drop for SandboxOutput {
+  fn drop(&mut self) {
+    let mut map = SANDBOX_OUTPUT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(m) = map.as_mut() {
+      m.remove(&self.0);
+    }
+  }
+}
+
+/// A JS sandbox's `onOutput(chunk, stream)` for the Bash call registered as `id` (a late call,
+/// after `exec` returned, is ignored).
+#[napi]
+pub fn push_sandbox_output(id: u32, stream: String, chunk: String) {
+  let p = {
+    let map = SANDBOX_OUTPUT.lock().unwrap_or_else(|e| e.into_inner());
+    map.as_ref().and_then(|m| m.get(&id).cloned())
+  };
+  if let Some(p) = p {
+    let s = if stream == "stderr" { Stream::Stderr } else { Stream::Stdout };
+    p.push(s, chunk.as_bytes());
+  }
 }
 
 #[napi(object)]
@@ -112,7 +204,8 @@ impl NativeSandbox {
   }
 
   /// Runs `/bin/sh -c command`; each stream comes back through `middleTruncate` at
-  /// `maxOutputLength` UTF-16 code units (only a head and a tail are ever held).
+  /// `maxOutputLength` UTF-16 code units (only a head and a tail are ever held). `on_output`
+  /// receives the output in chunks while it runs (`exec({ onOutput })`).
   #[napi]
   pub async fn exec(
     &self,
@@ -121,6 +214,7 @@ impl NativeSandbox {
     cwd: Option<String>,
     max_output_length: Option<f64>,
     cancel: Option<&CancelToken>,
+    #[napi(ts_arg_type = "((chunk: BindingProgressChunk) => void) | undefined | null")] on_output: Option<ProgressFn>,
   ) -> napi::Result<BindingExecResult> {
     let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
     let timeout = non_negative(timeout_ms)
@@ -129,18 +223,21 @@ impl NativeSandbox {
     let max = non_negative(max_output_length)
       .unwrap_or(knap_core::limits::AI_EXEC_MAX_OUTPUT_LENGTH as u64)
       .min(1 << 30) as usize;
-    let out = to_async(core(
-      self
-        .inner
+    let inner = self.inner.clone();
+    let out = with_progress(on_output, |progress| async move {
+      inner
         .exec(ExecOptions {
           command,
           cwd,
           timeout,
           max_output_units: max,
           cancel: token,
+          progress,
         })
-        .await,
-    ))?;
+        .await
+    })
+    .await;
+    let out = to_async(core(out))?;
     Ok(BindingExecResult {
       stdout: out.stdout,
       stderr: out.stderr,

@@ -45,7 +45,7 @@ export async function createAgentTools(sandbox, config = {}) {
   refuseUnknownKeys("createAgentTools", config, AGENT_CONFIG_KEYS);
   for (const [name, toolConfig] of Object.entries(config.tools ?? {})) {
     if (!TOOL_NAMES.includes(name)) refuseUnknownKeys("createAgentTools tools", { [name]: true }, TOOL_NAMES);
-    if (toolConfig && typeof toolConfig === "object") refuseUnknownKeys(`createAgentTools tools.${name}`, toolConfig, TOOL_CONFIG_KEYS);
+    if (toolConfig && typeof toolConfig === "object") refuseUnknownKeys(`createAgentTools tools.${name}`, toolConfig, name === "Bash" ? [...TOOL_CONFIG_KEYS, "onProgress"] : TOOL_CONFIG_KEYS);
   }
   const cacheConfig = resolveCacheConfig(config.cache);
   const log = cacheConfig ? createInvalidationLog() : undefined;

@@ -32,8 +32,14 @@ export interface ExecOptions {
   signal?: AbortSignal;
   /** knap: characters kept per stream (middle-truncated beyond); default 10,000,000. */
   maxOutputLength?: number;
-  /** knap: receives the command's output in chunks while it runs, where the sandbox can (createE2BSandbox streams; createVercelSandbox passes the output once it ends; knap's local sandbox does not stream yet). */
-  onOutput?: (chunk: string, stream: "stdout" | "stderr") => void;
+  /**
+   * knap: receives the command's output in chunks while it runs, where the sandbox can (knap's
+   * local sandbox and createE2BSandbox stream; createVercelSandbox passes the output once it
+   * ends). knap's local sandbox delivers through a 256 KiB buffer that never slows the command:
+   * `skipped` counts the bytes dropped before this chunk because the listener fell behind. An
+   * error the listener throws stops the deliveries and rejects `exec` once the command ended.
+   */
+  onOutput?: (chunk: string, stream: "stdout" | "stderr", info?: { skipped: number }) => void;
 }
 
 export interface ExecResult {
@@ -198,7 +204,7 @@ export interface GlobOutput {
   count: number;
   search_path: string;
   /** knap: present when more paths matched than were returned. */
-  truncated?: { total: number; omitted: number };
+  truncated?: SearchTruncation;
   /** knap: the last thing the model reads when the list was cut: how many more matched and how to narrow. */
   note?: string;
 }
@@ -231,14 +237,27 @@ export interface GrepMatch {
 export interface GrepContentOutput {
   matches: GrepMatch[];
   total_matches: number;
+  truncated?: SearchTruncation;
+  note?: string;
+}
+/** knap: present on a Grep or Glob result cut at `maxResults`: how many entries matched, how many were left out. */
+export interface SearchTruncation {
+  total: number;
+  omitted: number;
 }
 export interface GrepFilesOutput {
   files: string[];
   count: number;
+  /** knap: present when more files matched than `maxResults` (default 1,000) lets through. */
+  truncated?: SearchTruncation;
+  /** knap: with `truncated`, the last thing the model reads: how many more matched and how to narrow. */
+  note?: string;
 }
 export interface GrepCountOutput {
   counts: Array<{ file: string; count: number }>;
   total: number;
+  truncated?: SearchTruncation;
+  note?: string;
 }
 export interface GrepError {
   error: string;
@@ -435,9 +454,24 @@ export type ToolConfig = {
   allowedPaths?: string[];
   /** Bash: a command containing any of these is refused. */
   blockedCommands?: string[];
-  /** knap, Glob: paths returned at most (newest first); default 1,000, 0 for all. A cut list ends with `note`. */
+  /** knap, Glob: paths returned at most (newest first); Grep: files, counts or matching lines returned at most (after `offset`/`head_limit`). Default 1,000, 0 for all. A cut list ends with `note`. */
   maxResults?: number;
 } & SDKToolOptions;
+
+/** What Bash's `onProgress` receives while a command runs. */
+export interface BashProgress {
+  stream: "stdout" | "stderr";
+  chunk: string;
+  /** Bytes of this stream dropped just before this chunk: the listener fell behind knap's 256 KiB buffer (the command is never slowed down). */
+  skipped: number;
+  /** The AI SDK's id of the tool call, when the SDK gave one. */
+  toolCallId: string | undefined;
+}
+
+export type BashToolConfig = ToolConfig & {
+  /** knap: the command's output in chunks while it runs; the tool's result comes after the last chunk. An error it throws becomes the call's `{error}`. */
+  onProgress?: (progress: BashProgress) => void;
+};
 
 export type AskUserConfig = SDKToolOptions;
 export type AskUserToolConfig = SDKToolOptions;
@@ -638,7 +672,7 @@ export interface ContextConfig {
 
 export interface AgentConfig {
   tools?: {
-    Bash?: ToolConfig;
+    Bash?: BashToolConfig;
     Read?: ToolConfig;
     Write?: ToolConfig;
     Edit?: ToolConfig;
@@ -693,7 +727,7 @@ export type AgentToolsResultFor<C> = AgentToolsResult &
 export declare const DEFAULT_CONFIG: Readonly<AgentConfig>;
 export declare function createAgentTools<C extends AgentConfig = AgentConfig>(sandbox: Sandbox, config?: C): Promise<AgentToolsResultFor<C>>;
 
-export declare function createBashTool(sandbox: Sandbox, config?: ToolConfig): BashTool;
+export declare function createBashTool(sandbox: Sandbox, config?: BashToolConfig): BashTool;
 export declare function createReadTool(sandbox: Sandbox, config?: ToolConfig): ReadTool;
 export declare function createWriteTool(sandbox: Sandbox, config?: ToolConfig): WriteTool;
 export declare function createEditTool(sandbox: Sandbox, config?: ToolConfig): EditTool;

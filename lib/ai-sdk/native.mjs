@@ -42,7 +42,11 @@ function sandboxMethods(sandbox) {
     };
   return {
     exec: keep(async (command, options) => {
-      const r = (await sandbox.exec(command, { timeout: options?.timeout ?? undefined })) ?? {};
+      const execOptions = { timeout: options?.timeout ?? undefined };
+      const id = options?.progress;
+      // Bash with onProgress: the sandbox's chunks go to knap-core's progress buffer.
+      if (typeof id === "number") execOptions.onOutput = (chunk, stream) => native.pushSandboxOutput(id, stream === "stderr" ? "stderr" : "stdout", text(chunk));
+      const r = (await sandbox.exec(command, execOptions)) ?? {};
       return {
         stdout: text(r.stdout),
         stderr: text(r.stderr),

@@ -7,6 +7,7 @@ import { native, KNAP_SANDBOX, LIMITS, call, tokenFor } from "./native.mjs";
 import { codedError } from "../native.mjs";
 import { refuseUnknownKeys } from "../config-keys.mjs";
 import { statSync } from "node:fs";
+import { progressListener } from "./tools.mjs";
 
 /** What `sandbox.exec` returns at most per stream, in characters (the rest is middle-truncated). */
 export const EXEC_MAX_OUTPUT_LENGTH = LIMITS.execMaxOutputLength;
@@ -45,14 +46,24 @@ export function createLocalSandbox(config = {}) {
   const sandbox = {
     /**
      * `options`: `timeout` (ms), `cwd` (inside the workspace), and knap's `signal`
-     * (AbortSignal) and `maxOutputLength` (characters per stream, default 10,000,000).
+     * (AbortSignal), `maxOutputLength` (characters per stream, default 10,000,000) and
+     * `onOutput(chunk, stream, { skipped })` (the output while the command runs, through
+     * knap-core's 256 KiB progress buffer; `skipped`: bytes dropped before this chunk because
+     * the listener fell behind).
      */
     async exec(command, options = {}) {
+      const onOutput = options.onOutput ?? undefined;
+      if (onOutput !== undefined && typeof onOutput !== "function") {
+        throw codedError("cave_sandbox_exec_option_invalid", `cave_sandbox_exec_option_invalid: exec onOutput must be a function, received ${typeof onOutput}\nhint: onOutput: (chunk, stream) => process.stdout.write(chunk)`);
+      }
+      const [listener, state] = onOutput ? progressListener((c) => onOutput(c.chunk, c.stream, { skipped: c.skipped })) : [undefined, undefined];
       const [token, dispose] = tokenFor(options.signal);
       try {
         const r = await call(
-          handle.exec(String(command), options.timeout ?? undefined, options.cwd ?? undefined, options.maxOutputLength ?? EXEC_MAX_OUTPUT_LENGTH, token),
+          handle.exec(String(command), options.timeout ?? undefined, options.cwd ?? undefined, options.maxOutputLength ?? EXEC_MAX_OUTPUT_LENGTH, token, listener),
         );
+        // The command has ended: a listener's error is the caller's to see.
+        if (state?.error !== undefined) throw state.error;
         return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, durationMs: r.durationMs, interrupted: r.interrupted };
       } finally {
         dispose();

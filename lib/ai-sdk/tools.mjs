@@ -39,8 +39,10 @@ function present(o) {
 
 /** The native tool of one config (an invalid `allowedPaths` pattern throws here, as bashkit's did when building). */
 function nativeTool(env, config) {
+  // Callbacks and the AI SDK's options stay on this side.
+  const { onProgress, strict, needsApproval, providerOptions, ...native } = present(config);
   try {
-    return env.tools.tool(present(config));
+    return env.tools.tool(native);
   } catch (error) {
     const e = new Error(error.message);
     e.code = "cave_tool_config_invalid";
@@ -86,13 +88,57 @@ const bashSchema = s.object(
   ["command"],
 );
 
+/**
+ * The native listener for Bash's `onProgress({ stream, chunk, skipped, toolCallId })`. Chunks
+ * come from knap-core's progress buffer while the command runs (`skipped`: bytes dropped before
+ * this chunk because the listener fell behind the 256 KiB buffer). The listener runs on the JS
+ * thread between chunks; the first error it throws stops the deliveries and becomes the
+ * call's result once the command has ended (an error is never swallowed).
+ */
+export function progressListener(deliver) {
+  const state = { error: undefined };
+  const listener = (c) => {
+    if (state.error !== undefined) return undefined;
+    try {
+      deliver(c);
+    } catch (error) {
+      state.error = error;
+    }
+    return undefined;
+  };
+  return [listener, state];
+}
+
+function checkProgress(name, onProgress) {
+  if (onProgress !== undefined && onProgress !== null && typeof onProgress !== "function") {
+    const e = new Error(`cave_tool_config_invalid: ${name} onProgress must be a function, received ${typeof onProgress}\nhint: onProgress: ({ stream, chunk, skipped, toolCallId }) => process.stderr.write(chunk)`);
+    e.code = "cave_tool_config_invalid";
+    throw e;
+  }
+}
+
 export function createBashTool(env, config = {}) {
+  checkProgress("Bash", config?.onProgress);
   const t = nativeTool(env, config);
+  const onProgress = config?.onProgress ?? undefined;
   return {
     description: D.BASH,
     inputSchema: toolSchema(bashSchema),
     ...sdkOptions(config),
-    execute: withSignal(async (input, token) => settle(env, await call(t.bash(present(input), token)))),
+    async execute(input, options) {
+      const toolCallId = options?.toolCallId;
+      const [listener, state] = onProgress
+        ? progressListener((c) => onProgress({ stream: c.stream, chunk: c.chunk, skipped: c.skipped, toolCallId }))
+        : [undefined, undefined];
+      const [token, dispose] = tokenFor(options?.abortSignal);
+      try {
+        const result = await run(async () => settle(env, await call(t.bash(present(input), token, listener))));
+        if (state?.error !== undefined) return { error: `onProgress threw: ${errorMessage(state.error)}` };
+        return result;
+      } finally {
+        dispose();
+      }
+    },
   };
 }
 

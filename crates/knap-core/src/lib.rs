@@ -21,6 +21,7 @@ pub mod memory;
 pub mod lines;
 pub mod policy;
 pub mod program;
+pub mod progress;
 pub mod receipt_check;
 pub mod sandbox;
 pub mod schema;

@@ -165,6 +165,9 @@ pub const AI_READ_MAX_OUTPUT_LENGTH: usize = 60_000;
 pub const AI_READ_BINARY_SNIFF_CHARS: usize = 1_000;
 /// `sandbox.exec`: at most this many UTF-16 units per stream come back (middle-truncated).
 pub const AI_EXEC_MAX_OUTPUT_LENGTH: usize = 10_000_000;
+/// Bash `onProgress` / `sandbox.exec({ onOutput })`: bytes of output waiting for a slow consumer
+/// at most; beyond it chunks are dropped and counted (`skipped`), never waited for.
+pub const AI_PROGRESS_BUFFER_BYTES: usize = 256 * 1024;
 /// Bash `run_in_background`: launching the command may take this long (ms).
 pub const AI_BACKGROUND_START_TIMEOUT_MS: u64 = 10_000;
 /// `read_file` and the AI SDK's Read: a regular file up to this size is read on the calling

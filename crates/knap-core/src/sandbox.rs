@@ -18,16 +18,22 @@ use crate::error::ToolError;
 use crate::exec::{run_local, spawn_contained, ExecRequest, OutputSink};
 use crate::launch::{Lifetime, Scope};
 use crate::lines::{scan, LineSink};
+use crate::progress::{Progress, Stream};
 use crate::truncate::{cut_line, middle_truncate, utf16_prefix, utf16_units_of_byte, HeadTail};
 use crate::workspace::{replace_atomically, Resolved, Workspace};
 
 struct StreamPair {
   stdout: HeadTail,
   stderr: HeadTail,
+  /// Also hands every chunk to a live consumer (`onProgress`, `exec({ onOutput })`).
+  progress: Option<Arc<Progress>>,
 }
 
 impl OutputSink for StreamPair {
   fn push(&mut self, is_stdout: bool, bytes: &[u8]) {
+    if let Some(p) = &self.progress {
+      p.push(if is_stdout { Stream::Stdout } else { Stream::Stderr }, bytes);
+    }
     if is_stdout {
       self.stdout.push(bytes)
     } else {
@@ -51,6 +57,8 @@ pub struct ExecOptions {
   /// Each stream is rendered through `middleTruncate` at this many UTF-16 code units.
   pub max_output_units: usize,
   pub cancel: CancellationToken,
+  /// Receives the output while the command runs; closed when it has ended.
+  pub progress: Option<Arc<Progress>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,6 +233,16 @@ impl LocalSandbox {
   }
 
   pub async fn exec(&self, opts: ExecOptions) -> Result<ExecOutcome, ToolError> {
+    let progress = opts.progress.clone();
+    let out = self.exec_inner(opts).await;
+    // On every path, a refusal included: the consumer's pump ends only once this is closed.
+    if let Some(p) = progress {
+      p.close();
+    }
+    out
+  }
+
+  async fn exec_inner(&self, opts: ExecOptions) -> Result<ExecOutcome, ToolError> {
     self.refuse_closed()?;
     let linked = crate::launch::link(&opts.cancel, &self.closed);
     let root = self.workspace.root()?;
@@ -254,6 +272,7 @@ impl LocalSandbox {
     let sink = Arc::new(Mutex::new(StreamPair {
       stdout: HeadTail::for_units(opts.max_output_units),
       stderr: HeadTail::for_units(opts.max_output_units),
+      progress: opts.progress.clone(),
     }));
     let started = Instant::now();
     let run = run_local(&req, sink.clone()).await;
@@ -671,6 +690,7 @@ mod tests {
         timeout: Duration::from_secs(30),
         max_output_units: 100,
         cancel: CancellationToken::new(),
+        progress: None,
       })
       .await
       .unwrap();
@@ -690,6 +710,7 @@ mod tests {
         timeout: Duration::from_millis(200),
         max_output_units: 100,
         cancel: CancellationToken::new(),
+        progress: None,
       })
       .await
       .unwrap();

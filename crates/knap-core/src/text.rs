@@ -168,7 +168,7 @@ pub mod ai {
 }
 
 /// The last thing the model reads from a Glob / Grep result that was cut at `shown` entries.
-/// `total` is the full count when known (Glob), `None` when the search stopped early (Grep).
+/// `total` is the full count when known, `None` when the search stopped early.
 pub fn search_truncated_note(tool: &str, shown: usize, total: Option<usize>) -> String {
   let n = group_thousands;
   match (tool, total) {
@@ -179,7 +179,7 @@ pub fn search_truncated_note(tool: &str, shown: usize, total: Option<usize>) -> 
       n(total.saturating_sub(shown))
     ),
     (_, Some(total)) => format!(
-      "Showing {} of {} results ({} more not listed). Narrow the search with path, glob or type, or page with offset and head_limit.",
+      "Showing {} of {} results ({} more not listed). Narrow the search with path, glob or type, or page with offset and head_limit; tools.{tool}.maxResults raises the limit.",
       n(shown),
       n(total),
       n(total.saturating_sub(shown))

@@ -47,8 +47,9 @@ pub struct ToolConfig {
   pub max_line_length: Option<usize>,
   pub allowed_paths: Option<Vec<String>>,
   pub blocked_commands: Vec<String>,
-  /// Glob: paths returned at most, newest first (`None`: `AI_SDK_SEARCH_MAX_RESULTS`; `Some(0)`:
-  /// all). A cut list says so in `GlobOutput::note`.
+  /// Glob: paths returned at most, newest first; Grep: files, counts or matching lines returned
+  /// at most (`None`: `AI_SDK_SEARCH_MAX_RESULTS`; `Some(0)`: all). A cut list says so in its
+  /// `note`.
   pub max_results: Option<usize>,
 }
 
@@ -128,6 +129,58 @@ pub enum GrepOutput {
   Files(Vec<String>),
   Counts(Vec<(String, u64)>),
   Content(Vec<ContentMatch>),
+}
+
+/// Grep's answer after the `maxResults` bound: the entries returned, how many this call had
+/// (after `offset`/`head_limit`), and, when the bound cut them, the note the model reads last.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrepPage {
+  pub output: GrepOutput,
+  pub total: usize,
+  pub note: Option<String>,
+}
+
+/// The bound of one search tool: `None` is the default, `Some(0)` no bound.
+fn result_limit(max_results: Option<usize>) -> usize {
+  match max_results {
+    None => AI_SDK_SEARCH_MAX_RESULTS,
+    Some(0) => usize::MAX,
+    Some(n) => n,
+  }
+}
+
+/// Cuts Grep's entries (files, counts or matching lines) at the tool's bound. A page the model
+/// asked for with `head_limit` is bounded too: the bound is the application's, the model's
+/// `offset` reaches the rest.
+fn bound_grep(output: GrepOutput, max_results: Option<usize>) -> GrepPage {
+  let limit = result_limit(max_results);
+  let total = match &output {
+    GrepOutput::Files(v) => v.len(),
+    GrepOutput::Counts(v) => v.len(),
+    GrepOutput::Content(v) => v.len(),
+  };
+  if total <= limit {
+    return GrepPage { output, total, note: None };
+  }
+  let output = match output {
+    GrepOutput::Files(mut v) => {
+      v.truncate(limit);
+      GrepOutput::Files(v)
+    }
+    GrepOutput::Counts(mut v) => {
+      v.truncate(limit);
+      GrepOutput::Counts(v)
+    }
+    GrepOutput::Content(mut v) => {
+      v.truncate(limit);
+      GrepOutput::Content(v)
+    }
+  };
+  GrepPage {
+    output,
+    total,
+    note: Some(crate::text::search_truncated_note("Grep", limit, Some(total))),
+  }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -316,11 +369,29 @@ impl AgentTools {
 
   // ------------------------------------------------------------------------------------ Bash
 
+  /// `progress`: where the output goes while the command runs (`onProgress`); it is closed
+  /// before this returns, on every path, so a consumer draining it always ends.
   pub async fn bash(
     &self,
     tool: &Tool,
     input: BashInput,
     cancel: CancellationToken,
+    progress: Option<Arc<crate::progress::Progress>>,
+  ) -> (Answer<BashOutput>, Effects) {
+    let closer = progress.clone();
+    let out = self.bash_inner(tool, input, cancel, progress).await;
+    if let Some(p) = closer {
+      p.close();
+    }
+    out
+  }
+
+  async fn bash_inner(
+    &self,
+    tool: &Tool,
+    input: BashInput,
+    cancel: CancellationToken,
+    progress: Option<Arc<crate::progress::Progress>>,
   ) -> (Answer<BashOutput>, Effects) {
     for b in &tool.config.blocked_commands {
       if input.command.contains(b.as_str()) {
@@ -350,6 +421,7 @@ impl AgentTools {
           timeout: Duration::from_millis(ms),
           max_output_units: max,
           cancel,
+          progress,
         },
       )
       .await
@@ -367,6 +439,7 @@ impl AgentTools {
         .exec(ExecCall {
           command: input.command,
           timeout_ms: Some(ms),
+          progress,
         })
         .await
         .map(|r| BashOutput {
@@ -409,6 +482,7 @@ impl AgentTools {
           .exec(ExecCall {
             command: launcher,
             timeout_ms: Some(AI_BACKGROUND_START_TIMEOUT_MS),
+            progress: None,
           })
           .await
           .map_err(|e| e.message)?;
@@ -668,11 +742,7 @@ impl AgentTools {
       .collect();
     // Bounded after the allowedPaths filter, so the counts never include hidden paths.
     let total = matches.len();
-    let limit = match tool.config.max_results {
-      None => crate::limits::AI_SDK_SEARCH_MAX_RESULTS,
-      Some(0) => usize::MAX,
-      Some(n) => n,
-    };
+    let limit = result_limit(tool.config.max_results);
     let note = (total > limit).then(|| {
       matches.truncate(limit);
       crate::text::search_truncated_note("Glob", limit, Some(total))
@@ -761,6 +831,7 @@ impl AgentTools {
       .exec(ExecCall {
         command: cmd,
         timeout_ms: Some(ms),
+        progress: None,
       })
       .await
       .map_err(|e| self.search_error(&e, search_path))?;
@@ -795,7 +866,7 @@ impl AgentTools {
 
   // ------------------------------------------------------------------------------------ Grep
 
-  pub async fn grep(&self, tool: &Tool, input: GrepInput, cancel: CancellationToken) -> Answer<GrepOutput> {
+  pub async fn grep(&self, tool: &Tool, input: GrepInput, cancel: CancellationToken) -> Answer<GrepPage> {
     let search_path = input
       .path
       .clone()
@@ -856,7 +927,7 @@ impl AgentTools {
         .unwrap_or(len);
       (from, to)
     };
-    Ok(match output {
+    let output = match output {
       GrepOutput::Files(files) => {
         let mut files: Vec<String> = files.into_iter().filter(|f| keep(f)).collect();
         let (a, b) = page(files.len());
@@ -872,7 +943,8 @@ impl AgentTools {
         let (a, b) = page(matches.len());
         GrepOutput::Content(matches.drain(a..b).collect())
       }
-    })
+    };
+    Ok(bound_grep(output, tool.config.max_results))
   }
 
   #[allow(clippy::too_many_arguments)]
@@ -1042,6 +1114,7 @@ impl AgentTools {
       .exec(ExecCall {
         command: format!("rm -- {}", shell_quote(path)),
         timeout_ms: None,
+        progress: None,
       })
       .await
       .map_err(|e| e.message)?;

@@ -66,6 +66,7 @@ pub(super) async fn grep(
     .exec(ExecCall {
       command,
       timeout_ms: Some(ms),
+      progress: None,
     })
     .await
     .map_err(Failure::Sandbox)?;

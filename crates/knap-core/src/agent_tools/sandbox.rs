@@ -52,6 +52,9 @@ pub type SbResult<T> = Result<T, SandboxError>;
 pub struct ExecCall {
   pub command: String,
   pub timeout_ms: Option<u64>,
+  /// Bash with `onProgress`: where the sandbox hands its output while the command runs (a JS
+  /// sandbox through `exec(cmd, { onOutput })`). The caller closes it after `exec` returns.
+  pub progress: Option<Arc<crate::progress::Progress>>,
 }
 
 /// bashkit's `ExecResult`. A user's sandbox may leave fields out.
@@ -148,6 +151,7 @@ impl Sandbox for Arc<LocalSandbox> {
           timeout: Duration::from_millis(call.timeout_ms.unwrap_or(24 * 3600 * 1000)),
           max_output_units: crate::limits::AI_EXEC_MAX_OUTPUT_LENGTH,
           cancel: CancellationToken::new(),
+          progress: call.progress,
         },
       )
       .await?;

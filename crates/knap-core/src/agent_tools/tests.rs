@@ -247,13 +247,15 @@ async fn glob_and_grep_natively_with_allowed_paths() {
   assert_eq!(
     t.grep(&tool, input.clone(), CancellationToken::new())
       .await
-      .unwrap(),
+      .unwrap()
+      .output,
     GrepOutput::Files(vec!["./docs/n.md".into(), "./src/a.ts".into()])
   );
   assert_eq!(
     t.grep(&only_src, input.clone(), CancellationToken::new())
       .await
-      .unwrap(),
+      .unwrap()
+      .output,
     GrepOutput::Files(vec!["./src/a.ts".into()])
   );
   let docs = GrepInput {
@@ -309,21 +311,21 @@ async fn bash_blocked_truncated_and_background() {
     run_in_background: bg,
   };
   assert_eq!(
-    t.bash(&tool, run("rm -rf /", false), CancellationToken::new())
+    t.bash(&tool, run("rm -rf /", false), CancellationToken::new(), None)
       .await
       .0
       .unwrap_err(),
     "Command blocked: contains 'rm -rf'"
   );
   let (out, fx) = t
-    .bash(&tool, run("seq 1 100; exit 3", false), CancellationToken::new())
+    .bash(&tool, run("seq 1 100; exit 3", false), CancellationToken::new(), None)
     .await;
   let out = out.unwrap();
   assert!(fx.all);
   assert_eq!(out.exit_code, Some(3));
   assert!(out.stdout.starts_with("[Total output lines: 101]"));
   let (bg, _) = t
-    .bash(&tool, run("sleep 30", true), CancellationToken::new())
+    .bash(&tool, run("sleep 30", true), CancellationToken::new(), None)
     .await;
   let bg = bg.unwrap().background.unwrap();
   assert!(bg.output_file.starts_with("/tmp/knap-bash-bg_"));
@@ -417,7 +419,7 @@ async fn another_sandbox_goes_through_its_interface() {
     ..Default::default()
   };
   assert!(t
-    .bash(&small, b, CancellationToken::new())
+    .bash(&small, b, CancellationToken::new(), None)
     .await
     .0
     .unwrap()
@@ -452,4 +454,112 @@ async fn timeouts_answer_errors() {
     t.read(&tool, read_input("a.txt")).await.unwrap_err(),
     "Read timed out after 50ms"
   );
+}
+
+#[tokio::test]
+async fn bash_progress_streams_while_the_command_runs() {
+  use crate::progress::{Progress, Stream};
+  let (_d, t) = local(&[]);
+  let tool = cfg(&t);
+  let progress = Progress::with_default_capacity();
+  // The command waits for a file the consumer writes on its first chunk: it can only end if
+  // that chunk arrived while it was still running.
+  let dir = t.sandbox().working_directory().unwrap();
+  let gate = format!("{dir}/gate");
+  let input = BashInput {
+    command: format!("echo first; echo oops >&2; while [ ! -e '{gate}' ]; do sleep 0.02; done; echo second"),
+    timeout_ms: Some(20_000.0),
+    run_in_background: false,
+  };
+  let consumer = {
+    let progress = progress.clone();
+    let gate = gate.clone();
+    tokio::spawn(async move {
+      let mut seen = Vec::new();
+      while let Some(c) = progress.next().await {
+        if seen.is_empty() {
+          std::fs::write(&gate, "").unwrap();
+        }
+        seen.push(c);
+      }
+      seen
+    })
+  };
+  let (out, _) = t.bash(&tool, input, CancellationToken::new(), Some(progress)).await;
+  let out = out.unwrap();
+  assert_eq!(out.stdout, "first\nsecond\n");
+  assert_eq!(out.interrupted, Some(false));
+  let seen = consumer.await.unwrap();
+  let text = |s: Stream| seen.iter().filter(|c| c.stream == s).map(|c| c.chunk.as_str()).collect::<String>();
+  assert_eq!(text(Stream::Stdout), "first\nsecond\n");
+  assert_eq!(text(Stream::Stderr), "oops\n");
+  assert!(seen.iter().all(|c| c.skipped == 0));
+}
+
+#[tokio::test]
+async fn bash_progress_is_closed_when_the_command_is_refused() {
+  let (_d, t) = local(&[]);
+  let tool = t
+    .tool(ToolConfig {
+      blocked_commands: vec!["rm".into()],
+      ..Default::default()
+    })
+    .unwrap();
+  let progress = crate::progress::Progress::with_default_capacity();
+  let input = BashInput {
+    command: "rm x".into(),
+    ..Default::default()
+  };
+  let (out, _) = t.bash(&tool, input, CancellationToken::new(), Some(progress.clone())).await;
+  assert!(out.is_err());
+  assert_eq!(progress.next().await, None);
+}
+
+#[tokio::test]
+async fn grep_is_bounded_by_max_results_and_says_so() {
+  let files: Vec<(String, Vec<u8>)> = (0..12).map(|i| (format!("f{i:02}.txt"), b"hit\nhit\n".to_vec())).collect();
+  let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, c)| (p.as_str(), c.as_slice())).collect();
+  let (_d, t) = local(&refs);
+  let tool = t
+    .tool(ToolConfig {
+      max_results: Some(5),
+      ..Default::default()
+    })
+    .unwrap();
+  let input = GrepInput {
+    pattern: "hit".into(),
+    ..Default::default()
+  };
+  let page = t.grep(&tool, input.clone(), CancellationToken::new()).await.unwrap();
+  match &page.output {
+    GrepOutput::Files(f) => assert_eq!(f.len(), 5),
+    other => panic!("{other:?}"),
+  }
+  assert_eq!(page.total, 12);
+  assert_eq!(
+    page.note.as_deref(),
+    Some("Showing 5 of 12 results (7 more not listed). Narrow the search with path, glob or type, or page with offset and head_limit; tools.Grep.maxResults raises the limit.")
+  );
+  // Matching lines are bounded too; the model's offset reaches past the bound.
+  let content = GrepInput {
+    output_mode: Some("content".into()),
+    offset: Some(20.0),
+    ..input.clone()
+  };
+  let page = t.grep(&tool, content, CancellationToken::new()).await.unwrap();
+  match &page.output {
+    GrepOutput::Content(m) => assert_eq!(m.len(), 4),
+    other => panic!("{other:?}"),
+  }
+  assert_eq!((page.total, page.note), (4, None));
+  // The default bound is AI_SDK_SEARCH_MAX_RESULTS; 0 turns it off.
+  let all = t
+    .tool(ToolConfig {
+      max_results: Some(0),
+      ..Default::default()
+    })
+    .unwrap();
+  let page = t.grep(&all, input.clone(), CancellationToken::new()).await.unwrap();
+  assert_eq!((page.total, page.note.is_none()), (12, true));
+  assert_eq!(result_limit(None), AI_SDK_SEARCH_MAX_RESULTS);
 }

@@ -176,14 +176,22 @@ pub struct RunLimits {
   pub breakers: Option<Breakers>,
 }
 
-fn positive_int(v: Option<f64>, default: u32, code: Code, max: f64) -> Result<u32, OptionError> {
+/// An integer option in `1..=max`; a bad value names the option, the range and the default.
+fn positive_int(v: Option<f64>, default: u32, code: Code, max: f64, name: &str) -> Result<u32, OptionError> {
   match v {
     None => Ok(default),
     Some(f) if f.is_finite() && f.fract() == 0.0 && f >= 1.0 && f <= max => Ok(f as u32),
-    Some(f) => Err(OptionError::coded(
-      code,
-      format!("expected a positive integer, got {f}"),
-    )),
+    Some(f) => {
+      let range = if max >= u32::MAX as f64 {
+        "a positive integer".to_string()
+      } else {
+        format!("an integer from 1 to {max}")
+      };
+      Err(OptionError::coded(
+        code,
+        format!("{name} must be {range}, got {f}\nhint: leave {name} out for the default ({default}), or pass {range}"),
+      ))
+    }
   }
 }
 
@@ -194,12 +202,14 @@ impl RunOptionsSpec {
       DEFAULT_MAX_MODEL_CALLS,
       Code::MaxModelCallsInvalid,
       u32::MAX as f64,
+      "maxModelCalls",
     )?;
     let max_tool_calls = positive_int(
       self.max_tool_calls,
       DEFAULT_MAX_TOOL_CALLS,
       Code::MaxToolCallsInvalid,
       u32::MAX as f64,
+      "maxToolCalls",
     )?;
     let deadline_ms = match self.deadline_ms {
       None => None,
@@ -216,11 +226,12 @@ impl RunOptionsSpec {
       DEFAULT_SUBAGENT_DEPTH,
       Code::SubagentDepthLimitInvalid,
       ABSOLUTE_SUBAGENT_DEPTH_LIMIT as f64,
+      "maxSubagentDepth",
     )?;
     let breakers = match &self.breakers {
       None => None,
       Some(b) => {
-        let t = |v: Option<f64>, d: u32| positive_int(v, d, Code::BreakerThresholdInvalid, u32::MAX as f64);
+        let t = |v: Option<f64>, d: u32| positive_int(v, d, Code::BreakerThresholdInvalid, u32::MAX as f64, "a breakers threshold");
         if b.retry.is_some() && self.budget.is_none() {
           return Err(OptionError::coded(
             Code::BreakerRetryRequiresBudget,
@@ -245,7 +256,7 @@ impl RunOptionsSpec {
       if !(m.is_finite() && m > 0.0) {
         return Err(OptionError::new(
           Code::AgentDefinitionInvalid,
-          "caveman agent: run maxCostUsd must be positive",
+          format!("{MAX_COST_USD_INVALID}\nhint: maxCostUsd is a number of US dollars above 0, got {m}: maxCostUsd: 0.5"),
         ));
       }
     }
@@ -287,9 +298,23 @@ impl RunOptionsSpec {
     }
     if let Some(i) = initial {
       if !(i.is_finite() && i > 0.0 && i <= max) || (tokens && i.fract() != 0.0) {
+        let (field, cap, kind) = if tokens {
+          ("budget.initialTokens", "budget.maxTokens", "an integer")
+        } else {
+          ("budget.initialUsd", "budget.maxUsd", "a number of US dollars")
+        };
+        let why = if !(i.is_finite() && i > 0.0) {
+          "it must be positive".to_string()
+        } else if i > max {
+          format!("it is above {cap} ({max})")
+        } else {
+          "it must be a whole number of tokens".to_string()
+        };
         return Err(OptionError::coded(
           Code::BudgetInitialInvalid,
-          &format!("budget initial must be positive and at most max, got {i}"),
+          format!(
+            "{field} must be positive and at most {cap} ({max}), got {i}\nhint: {why}; {field} is {kind} in (0, {max}], the part of {cap} released up front (leave it out to release all of it)"
+          ),
         ));
       }
     }
@@ -315,13 +340,16 @@ impl RunOptionsSpec {
   }
 }
 
+/// The reference's whole message for a `maxCostUsd` that is not a positive number.
+const MAX_COST_USD_INVALID: &str = "caveman agent: run maxCostUsd must be positive";
+
 /// The numeric run options with the reference's code for a bad value, and how to write a good one.
 const NUMERIC_OPTIONS: &[(&str, &str, &str, &str)] = &[
   ("maxModelCalls", "cave_max_model_calls_invalid", "a positive integer", "maxModelCalls: 20"),
   ("maxToolCalls", "cave_max_tool_calls_invalid", "a positive integer", "maxToolCalls: 40"),
   ("deadlineMs", "cave_run_deadline_invalid", "a positive integer of milliseconds", "deadlineMs: 5000 (five seconds)"),
   ("maxSubagentDepth", "cave_subagent_depth_limit_invalid", "a positive integer", "maxSubagentDepth: 2"),
-  ("maxCostUsd", "cave_budget_max_invalid", "a positive number of US dollars", "maxCostUsd: 0.5"),
+  ("maxCostUsd", "cave_agent_definition_invalid", "a positive number of US dollars", "maxCostUsd: 0.5"),
   ("budget.maxUsd", "cave_budget_max_invalid", "a positive number of US dollars", "budget: { maxUsd: 1 }"),
   ("budget.maxTokens", "cave_budget_max_invalid", "a positive integer", "budget: { maxTokens: 100000 }"),
   ("budget.initialUsd", "cave_budget_initial_invalid", "a number of US dollars", "budget: { maxUsd: 1, initialUsd: 0.2 }"),
@@ -364,6 +392,13 @@ pub fn explain_option_types(options: &Value) -> Option<OptionError> {
     }
     match at {
       None | Some(Value::Null) | Some(Value::Number(_)) => continue,
+      Some(v) if *path == "maxCostUsd" => {
+        // The reference gives one message for any value that is not a positive number.
+        return Some(OptionError::new(
+          Code::AgentDefinitionInvalid,
+          format!("{MAX_COST_USD_INVALID}\nhint: maxCostUsd takes {expected}, received {}: {example}", describe_received(v)),
+        ));
+      }
       Some(v) => {
         let mut e = OptionError::coded(*code, format!("{path} must be {expected}, received {}", describe_received(v)));
         e.message.push_str(&format!("\nhint: {example}"));
@@ -390,5 +425,44 @@ mod option_type_tests {
     let e = explain_option_types(&json!({"budget": {"maxUsd": "1"}})).expect("refused");
     assert!(e.message.starts_with("cave_budget_max_invalid: budget.maxUsd must be a positive number of US dollars, received string \"1\""));
     assert!(explain_option_types(&json!({"deadlineMs": 5000, "budget": null})).is_none());
+  }
+
+  #[test]
+  fn max_cost_usd_of_the_wrong_type_keeps_the_references_message() {
+    let e = explain_option_types(&json!({"maxCostUsd": "1"})).expect("refused");
+    assert_eq!(e.code.as_str(), "cave_agent_definition_invalid");
+    assert_eq!(
+      e.message,
+      "caveman agent: run maxCostUsd must be positive\nhint: maxCostUsd takes a positive number of US dollars, received string \"1\": maxCostUsd: 0.5"
+    );
+  }
+
+  fn spec(extra: serde_json::Value) -> RunOptionsSpec {
+    let mut v = json!({"runId": "r", "input": [{"type": "text", "text": "hi"}]});
+    v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    serde_json::from_value(v).unwrap()
+  }
+
+  #[test]
+  fn range_errors_name_the_option_and_the_fix() {
+    let e = spec(json!({"maxSubagentDepth": 9})).limits().unwrap_err();
+    assert_eq!(e.code.as_str(), "cave_subagent_depth_limit_invalid");
+    assert_eq!(
+      e.message,
+      "cave_subagent_depth_limit_invalid: maxSubagentDepth must be an integer from 1 to 8, got 9\nhint: leave maxSubagentDepth out for the default (2), or pass an integer from 1 to 8"
+    );
+    let e = spec(json!({"maxCostUsd": 0})).limits().unwrap_err();
+    assert!(e.message.starts_with("caveman agent: run maxCostUsd must be positive\nhint: "), "{}", e.message);
+    let e = spec(json!({"budget": {"maxUsd": 1, "initialUsd": 2}})).budget().unwrap_err();
+    assert_eq!(e.code.as_str(), "cave_budget_initial_invalid");
+    assert!(
+      e.message.starts_with("cave_budget_initial_invalid: budget.initialUsd must be positive and at most budget.maxUsd (1), got 2\nhint: it is above budget.maxUsd (1)"),
+      "{}",
+      e.message
+    );
+    let e = spec(json!({"budget": {"maxTokens": 100, "initialTokens": -1}})).budget().unwrap_err();
+    assert!(e.message.contains("budget.initialTokens must be positive and at most budget.maxTokens (100), got -1\nhint: it must be positive"), "{}", e.message);
+    let e = spec(json!({"budget": {"maxTokens": 100, "initialTokens": 1.5}})).budget().unwrap_err();
+    assert!(e.message.contains("hint: it must be a whole number of tokens"), "{}", e.message);
   }
 }

@@ -14,6 +14,7 @@ use knap_core::sandbox::{ExecOptions, LocalSandbox};
 use knap_core::ToolError;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
+use tokio_util::sync::CancellationToken;
 use napi_derive::napi;
 
 use crate::{async_error, coded_error, CancelToken, ErrorCode};
@@ -253,13 +254,13 @@ impl NativeSandbox {
   #[napi]
   pub async fn read_file(&self, path: String) -> napi::Result<String> {
     let sb = self.inner.clone();
-    to_async(blocking(move || core(sb.read_to_string(&path))).await)
+    to_async(blocking(move || core(sb.read_to_string(&path, &CancellationToken::new()))).await)
   }
 
   #[napi]
   pub async fn write_file(&self, path: String, content: String) -> napi::Result<()> {
     let sb = self.inner.clone();
-    to_async(blocking(move || core(sb.write(&path, content.as_bytes()))).await)
+    to_async(blocking(move || core(sb.write(&path, content.as_bytes(), &CancellationToken::new()))).await)
   }
 
   #[napi]

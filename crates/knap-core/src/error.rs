@@ -48,8 +48,9 @@ pub enum Caveman {
   WorkspaceEscape(String),
   /// `not a file: <path as given>` (read_file of a directory, FIFO, device)
   NotAFile(String),
-  /// `path contains a NUL byte` (knap only: Node rejects such paths before any syscall)
-  PathInvalid,
+  /// knap only (Node rejects a NUL before any syscall; the rest are knap's limits): a path no
+  /// tool accepts, with a second line saying what to do. One code for every tool.
+  PathInvalid(PathProblem),
   /// `old_string and new_string are identical`
   EditIdentical,
   /// `old_string not found in <path>`
@@ -74,12 +75,42 @@ pub enum Caveman {
   SearchUnavailable,
 }
 
+/// Why a path was refused before any file system call (`cave_path_invalid`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathProblem {
+  /// A NUL byte: no system call can take it.
+  Nul,
+  /// More than [`crate::limits::PATH_MAX_BYTES`] bytes.
+  TooLong { bytes: usize },
+  /// More than [`crate::limits::PATH_MAX_COMPONENTS`] components.
+  TooDeep { components: usize },
+}
+
+impl PathProblem {
+  fn text(&self) -> String {
+    use crate::limits::{PATH_MAX_BYTES, PATH_MAX_COMPONENTS};
+    match self {
+      PathProblem::Nul => "path contains a NUL byte\nhint: remove the NUL (\\0) character from the path; \
+        no file name can contain one"
+        .to_string(),
+      PathProblem::TooLong { bytes } => format!(
+        "path is too long: {bytes} bytes (at most {PATH_MAX_BYTES})\nhint: pass a shorter path, \
+         relative to the workspace"
+      ),
+      PathProblem::TooDeep { components } => format!(
+        "path has too many components: {components} (at most {PATH_MAX_COMPONENTS})\nhint: pass a \
+         path with fewer directories, relative to the workspace"
+      ),
+    }
+  }
+}
+
 impl Caveman {
   pub fn code(&self) -> &'static str {
     match self {
       Caveman::WorkspaceEscape(_) => "cave_workspace_escape",
       Caveman::NotAFile(_) => "cave_not_a_file",
-      Caveman::PathInvalid => "cave_path_invalid",
+      Caveman::PathInvalid(_) => "cave_path_invalid",
       Caveman::EditIdentical => "cave_edit_identical",
       Caveman::EditNotFound(_) => "cave_edit_not_found",
       Caveman::EditAmbiguous { .. } => "cave_edit_ambiguous",
@@ -99,7 +130,7 @@ impl Caveman {
     match self {
       Caveman::WorkspaceEscape(path) => format!("path escapes the workspace: {path}"),
       Caveman::NotAFile(path) => format!("not a file: {path}"),
-      Caveman::PathInvalid => "path contains a NUL byte".to_string(),
+      Caveman::PathInvalid(problem) => problem.text(),
       Caveman::EditIdentical => "old_string and new_string are identical".to_string(),
       Caveman::EditNotFound(path) => format!("old_string not found in {path}"),
       Caveman::EditAmbiguous { path, count } => {
@@ -177,7 +208,7 @@ mod tests {
     let all = [
       Caveman::WorkspaceEscape("../x".into()),
       Caveman::NotAFile("d".into()),
-      Caveman::PathInvalid,
+      Caveman::PathInvalid(PathProblem::Nul),
       Caveman::EditIdentical,
       Caveman::EditNotFound("a.txt".into()),
       Caveman::EditAmbiguous {

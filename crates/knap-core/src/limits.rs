@@ -22,6 +22,18 @@ pub const PIPE_DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
 pub const LAUNCHER_EXIT_GRACE: Duration = Duration::from_secs(5);
 /// Read size for process pipes and file streaming.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// File writes go out in pieces of this size so a cancelled or timed-out call stops between
+/// them instead of finishing a 100 MB write nobody waits for.
+pub const WRITE_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// The one path validator (`workspace::check_path`): a tool path longer than this many bytes is
+/// `cave_path_invalid` (Linux's `PATH_MAX`; no single path syscall takes a longer one).
+pub const PATH_MAX_BYTES: usize = 4096;
+/// ... or with more components than this (a 3,000-deep path made resolution and a failed
+/// write's directory chain the cost of the call; real workspaces are far shallower).
+pub const PATH_MAX_COMPONENTS: usize = 1024;
+/// Symlinks one resolution follows before it fails with `ELOOP` (Linux's `MAXSYMLINKS`).
+pub const PATH_MAX_SYMLINKS: usize = 40;
 
 /// Execution backends: the largest `timeoutMs` an `exec` request may ask for (24 h).
 pub const EXEC_MAX_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;

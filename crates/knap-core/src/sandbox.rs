@@ -8,7 +8,7 @@
 
 use std::io::Read;
 use std::os::fd::AsRawFd;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,7 @@ use crate::launch::{Lifetime, Scope};
 use crate::lines::{scan, LineSink};
 use crate::progress::{Progress, Stream};
 use crate::truncate::{cut_line, middle_truncate, utf16_prefix, utf16_units_of_byte, HeadTail};
-use crate::workspace::{replace_atomically, Resolved, Workspace};
+use crate::workspace::{read_cancellable, replace_atomically, Kind, Resolved, Workspace};
 
 struct StreamPair {
   stdout: HeadTail,
@@ -310,17 +310,19 @@ impl LocalSandbox {
     })
   }
 
+  /// `fileExists`/`isDirectory`: looked at through the workspace's descriptors (the target of a
+  /// symlink swapped in after the check is never looked at; a FIFO is never opened).
   pub fn stat(&self, path: &str) -> Result<Stat, ToolError> {
     let r = self.workspace.resolve(path)?;
-    // `resolve` followed every symlink of the existing prefix, so `abs` names the target.
-    Ok(match std::fs::metadata(&r.abs) {
-      Ok(m) => Stat {
+    // `resolve` followed every symlink of the existing prefix, so `rel` names the target.
+    Ok(match self.workspace.stat(path, &r)? {
+      Some(m) => Stat {
         exists: true,
-        is_dir: m.is_dir(),
-        is_file: m.is_file(),
-        size: m.len(),
+        is_dir: m.kind == Kind::Dir,
+        is_file: m.kind == Kind::File,
+        size: m.size,
       },
-      Err(_) => Stat {
+      None => Stat {
         exists: false,
         is_dir: false,
         is_file: false,
@@ -330,96 +332,53 @@ impl LocalSandbox {
   }
 
   /// The file as text (invalid UTF-8 becomes U+FFFD, as `readFile(path, "utf8")` decodes).
-  pub fn read_to_string(&self, path: &str) -> Result<String, ToolError> {
-    Ok(match String::from_utf8(self.read_bytes(path)?) {
+  pub fn read_to_string(&self, path: &str, cancel: &CancellationToken) -> Result<String, ToolError> {
+    Ok(match String::from_utf8(self.read_bytes(path, cancel)?) {
       Ok(s) => s,
       Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     })
   }
 
-  /// The file's bytes.
-  pub fn read_bytes(&self, path: &str) -> Result<Vec<u8>, ToolError> {
+  /// The file's bytes; stops with `ABORT_ERR` when `cancel` fires.
+  pub fn read_bytes(&self, path: &str, cancel: &CancellationToken) -> Result<Vec<u8>, ToolError> {
     let r = self.workspace.resolve(path)?;
-    let file = self.open_regular(path, &r)?;
-    let mut bytes = Vec::new();
-    (&file)
-      .read_to_end(&mut bytes)
-      .map_err(|e| ToolError::from_io(&e, "read", &r.abs))?;
-    Ok(bytes)
+    let (file, _) = self.open_regular(path, &r)?;
+    read_cancellable(&file, cancel, &r.abs)
   }
 
-  fn open_regular(&self, path: &str, r: &Resolved) -> Result<std::fs::File, ToolError> {
-    match std::fs::metadata(&r.abs) {
-      Ok(m) if m.is_dir() => {
-        return Err(ToolError::from_io(
-          &std::io::Error::from_raw_os_error(libc::EISDIR),
-          "read",
-          &r.abs,
-        ))
-      }
-      Ok(m) if !m.is_file() => {
-        return Err(ToolError::new(
-          "EINVAL",
-          format!("EINVAL: not a regular file, open '{}'", r.abs.display()),
-        ))
-      }
-      _ => {}
+  /// Opens a regular file and returns it with its size. The type is checked with `fstat` on the
+  /// descriptor that is then read (a device or FIFO swapped in after any earlier look is refused
+  /// here, `EINVAL`, never read: `/dev/zero` would never end).
+  fn open_regular(&self, path: &str, r: &Resolved) -> Result<(std::fs::File, u64), ToolError> {
+    let file = self.workspace.open_read(path, r, "open")?;
+    let meta = file.metadata().map_err(|e| ToolError::from_io(&e, "stat", &r.abs))?;
+    if meta.is_dir() {
+      return Err(ToolError::from_io(
+        &std::io::Error::from_raw_os_error(libc::EISDIR),
+        "read",
+        &r.abs,
+      ));
     }
-    self.workspace.open_read(path, r, "open")
+    if !meta.is_file() {
+      return Err(not_regular(&r.abs));
+    }
+    Ok((file, meta.len()))
   }
 
   pub fn read_dir(&self, path: &str) -> Result<Vec<String>, ToolError> {
     let r = self.workspace.resolve(path)?;
     let dir = self.workspace.open_read(path, &r, "scandir")?;
-    // The entries of the directory this descriptor holds (no path lookup after the check).
-    let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-    let entries = std::fs::read_dir(&proc_path).map_err(|e| ToolError::from_io(&e, "scandir", &r.abs))?;
-    let mut names: Vec<String> = entries
-      .filter_map(|e| e.ok())
-      .map(|e| e.file_name().to_string_lossy().into_owned())
-      .collect();
-    names.sort();
-    Ok(names)
+    list_dir(&dir, &r)
   }
 
-  /// Creates every missing directory of `rel` (relative to the root), one component at a time,
-  /// each through the workspace's own `open_parent`.
-  fn mkdir_all(&self, rel: &Path, abs_for_errors: &Path) -> Result<(), ToolError> {
-    let root = self.workspace.root()?;
-    let mut prefix = PathBuf::new();
-    for comp in rel.components() {
-      let Component::Normal(name) = comp else { continue };
-      prefix.push(name);
-      let abs = root.path.join(&prefix);
-      if abs.is_dir() {
-        continue;
-      }
-      let resolved = Resolved {
-        abs: abs.clone(),
-        rel: prefix.clone(),
-      };
-      let candidate = abs.to_string_lossy().into_owned();
-      let (dirfd, cname) = self.workspace.open_parent(&candidate, &resolved)?;
-      // SAFETY: valid directory descriptor and NUL-terminated name.
-      let rc = unsafe { libc::mkdirat(dirfd.as_raw_fd(), cname.as_ptr(), 0o777) };
-      if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EEXIST) {
-          return Err(ToolError::from_io(&err, "mkdir", abs_for_errors));
-        }
-      }
-    }
-    Ok(())
-  }
-
-  /// Writes `data` (creating missing parent directories), replacing an existing file atomically.
-  pub fn write(&self, path: &str, data: &[u8]) -> Result<(), ToolError> {
+  /// Writes `data` (creating missing parent directories, removed again if the write fails),
+  /// replacing an existing file atomically; stops with `ABORT_ERR` when `cancel` fires.
+  pub fn write(&self, path: &str, data: &[u8], cancel: &CancellationToken) -> Result<(), ToolError> {
     let r = self.workspace.resolve(path)?;
-    if let Some(parent) = r.rel.parent() {
-      self.mkdir_all(parent, &r.abs)?;
-    }
-    let (dir, name) = self.workspace.open_parent(path, &r)?;
-    replace_atomically(&dir, &name, data, &r)
+    let (dir, name, created) = self.workspace.create_parents(path, &r)?;
+    replace_atomically(&dir, &name, data, &r, cancel)?;
+    created.keep();
+    Ok(())
   }
 
   pub fn delete(&self, path: &str) -> Result<(), ToolError> {
@@ -439,11 +398,8 @@ impl LocalSandbox {
   pub fn rename(&self, from: &str, to: &str) -> Result<(), ToolError> {
     let a = self.workspace.resolve(from)?;
     let b = self.workspace.resolve(to)?;
-    if let Some(parent) = b.rel.parent() {
-      self.mkdir_all(parent, &b.abs)?;
-    }
     let (da, na) = self.workspace.open_parent(from, &a)?;
-    let (db, nb) = self.workspace.open_parent(to, &b)?;
+    let (db, nb, created) = self.workspace.create_parents(to, &b)?;
     // SAFETY: valid directory descriptors and NUL-terminated names.
     if unsafe { libc::renameat(da.as_raw_fd(), na.as_ptr(), db.as_raw_fd(), nb.as_ptr()) } != 0 {
       return Err(ToolError::from_io(
@@ -452,22 +408,35 @@ impl LocalSandbox {
         &a.abs,
       ));
     }
+    created.keep();
     Ok(())
   }
 
   /// The `Read` tool over a path: a directory listing, or the selected lines of a text file,
-  /// streamed so that only those lines are kept.
-  pub fn read(&self, path: &str, opts: &ReadOptions) -> Result<ReadOutcome, ToolError> {
+  /// streamed so that only those lines are kept. One descriptor is opened and looked at
+  /// (`fstat`): what is listed or read is what was checked. Stops with `ABORT_ERR` when `cancel`
+  /// fires.
+  pub fn read(&self, path: &str, opts: &ReadOptions, cancel: &CancellationToken) -> Result<ReadOutcome, ToolError> {
     let r = self.workspace.resolve(path)?;
-    let meta = match std::fs::metadata(&r.abs) {
-      Ok(m) => m,
-      Err(_) => return Ok(ReadOutcome::Missing),
+    let file = match self.workspace.open_read(path, &r, "open") {
+      Ok(f) => f,
+      Err(e) if e.code == "ENOENT" || e.code == "ENOTDIR" => return Ok(ReadOutcome::Missing),
+      Err(e) => return Err(e),
     };
+    let meta = file.metadata().map_err(|e| ToolError::from_io(&e, "stat", &r.abs))?;
     if meta.is_dir() {
-      return Ok(ReadOutcome::Directory(self.read_dir(path)?));
+      return Ok(ReadOutcome::Directory(list_dir(&file, &r)?));
     }
-    let file = self.open_regular(path, &r)?;
-    let text = read_lines(file, opts).map_err(|e| ToolError::from_io(&e, "read", &r.abs))?;
+    if !meta.is_file() {
+      return Err(not_regular(&r.abs));
+    }
+    let text = read_lines(Cancellable { inner: file, cancel }, opts).map_err(|e| {
+      if cancel.is_cancelled() {
+        crate::tools::aborted()
+      } else {
+        ToolError::from_io(&e, "read", &r.abs)
+      }
+    })?;
     Ok(match text {
       LinesResult::TooLarge(total_lines) => ReadOutcome::TooLarge { total_lines },
       LinesResult::Text(mut t) => {
@@ -475,6 +444,43 @@ impl LocalSandbox {
         ReadOutcome::Text(t)
       }
     })
+  }
+}
+
+/// `EINVAL` for a FIFO, socket or device: the sandbox reads regular files only.
+fn not_regular(abs: &Path) -> ToolError {
+  ToolError::new(
+    "EINVAL",
+    format!("EINVAL: not a regular file, open '{}'", abs.display()),
+  )
+}
+
+/// The sorted entry names of an open directory (read through its descriptor: no path lookup
+/// after the check).
+fn list_dir(dir: &std::fs::File, r: &Resolved) -> Result<Vec<String>, ToolError> {
+  let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+  let entries = std::fs::read_dir(&proc_path).map_err(|e| ToolError::from_io(&e, "scandir", &r.abs))?;
+  let mut names: Vec<String> = entries
+    .filter_map(|e| e.ok())
+    .map(|e| e.file_name().to_string_lossy().into_owned())
+    .collect();
+  names.sort();
+  Ok(names)
+}
+
+/// A reader that fails once `cancel` fires (not with `Interrupted`, which the line reader
+/// retries); the caller turns that into `ABORT_ERR`.
+struct Cancellable<'a, R> {
+  inner: R,
+  cancel: &'a CancellationToken,
+}
+
+impl<R: Read> Read for Cancellable<'_, R> {
+  fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+    if self.cancel.is_cancelled() {
+      return Err(std::io::Error::other("cancelled"));
+    }
+    self.inner.read(buf)
   }
 }
 
@@ -718,22 +724,26 @@ mod tests {
     assert_eq!(t.exit_code, TIMEOUT_EXIT_CODE);
   }
 
+  fn go() -> CancellationToken {
+    CancellationToken::new()
+  }
+
   #[test]
   fn file_ops_stay_inside_and_create_parents() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("ws")).unwrap();
     let sb = LocalSandbox::new(dir.path().join("ws"), vec![]);
-    sb.write("a/b/c.txt", b"hello").unwrap();
-    assert_eq!(sb.read_to_string("a/b/c.txt").unwrap(), "hello");
+    sb.write("a/b/c.txt", b"hello", &go()).unwrap();
+    assert_eq!(sb.read_to_string("a/b/c.txt", &go()).unwrap(), "hello");
     assert_eq!(sb.read_dir("a").unwrap(), vec!["b"]);
     assert!(sb.stat("a").unwrap().is_dir);
     sb.rename("a/b/c.txt", "d/e.txt").unwrap();
     assert!(!sb.stat("a/b/c.txt").unwrap().exists);
-    assert_eq!(sb.read_to_string("d/e.txt").unwrap(), "hello");
+    assert_eq!(sb.read_to_string("d/e.txt", &go()).unwrap(), "hello");
     sb.delete("d/e.txt").unwrap();
     assert!(!sb.stat("d/e.txt").unwrap().exists);
-    assert!(sb.write("../outside.txt", b"x").is_err());
+    assert!(sb.write("../outside.txt", b"x", &go()).is_err());
     assert!(!dir.path().join("outside.txt").exists());
-    assert!(sb.read_to_string("/etc/passwd").is_err());
+    assert!(sb.read_to_string("/etc/passwd", &go()).is_err());
   }
 }

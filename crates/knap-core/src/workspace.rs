@@ -1,8 +1,13 @@
 //! The workspace boundary. Exactly one implementation of "open this path inside the workspace".
 //!
-//! Two layers. First the reference's check: a candidate is resolved against the canonical
-//! workspace, its deepest existing ancestor is canonicalized (every symlink on the existing part
-//! followed) and the result must stay inside, else `caveman-code: path escapes the workspace: <p>`.
+//! Three layers. First [`check_path`], the one validator every tool path goes through: a NUL
+//! byte, more than 4096 bytes or more than 1024 components is `cave_path_invalid`. Then the
+//! reference's check: a candidate is resolved against the canonical workspace, its deepest
+//! existing ancestor is canonicalized (every symlink on the existing part followed) and the
+//! result must stay inside, else `caveman-code: path escapes the workspace: <p>`. knap does that
+//! canonicalization in one pass over descriptors (`openat` per component, at most 40 symlinks),
+//! so it costs one step per component however deep the path (a realpath per popped component
+//! made a 3,000-deep path take seconds).
 //! Then, unlike the reference (whose realpath-then-open is racy), the file is opened relative to
 //! a descriptor of the workspace with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: if a
 //! directory is swapped for an outward symlink between the check and the open, the kernel refuses
@@ -13,11 +18,14 @@ use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Caveman, ToolError};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Caveman, PathProblem, ToolError};
+use crate::limits::{PATH_MAX_BYTES, PATH_MAX_COMPONENTS, PATH_MAX_SYMLINKS, WRITE_CHUNK_BYTES};
 
 /// The canonical root and a descriptor of it.
 pub struct Root {
@@ -59,6 +67,24 @@ pub fn escape_error(candidate: &str) -> ToolError {
   ToolError::caveman(Caveman::WorkspaceEscape(candidate.to_string()))
 }
 
+/// The one path validator: every tool path (shellTools, the AI SDK tools, a non-local backend's
+/// lexical check) passes here before any system call, so a bad path gets one code from every
+/// tool. Components are the non-empty, non-`.` parts between slashes (`..` counts: it is work).
+pub fn check_path(candidate: &str) -> Result<(), ToolError> {
+  let problem = if candidate.as_bytes().contains(&0) {
+    Some(PathProblem::Nul)
+  } else if candidate.len() > PATH_MAX_BYTES {
+    Some(PathProblem::TooLong { bytes: candidate.len() })
+  } else {
+    let components = candidate.split('/').filter(|p| !p.is_empty() && *p != ".").count();
+    (components > PATH_MAX_COMPONENTS).then_some(PathProblem::TooDeep { components })
+  };
+  match problem {
+    Some(p) => Err(ToolError::caveman(Caveman::PathInvalid(p))),
+    None => Ok(()),
+  }
+}
+
 impl Workspace {
   /// The workspace is canonicalized lazily, so it need not exist when the tools are built.
   pub fn new(given: impl Into<PathBuf>) -> Self {
@@ -87,15 +113,18 @@ impl Workspace {
     Ok(root)
   }
 
-  /// The reference's containment check (`resolvePath`).
+  /// The reference's containment check (`resolvePath`), after [`check_path`].
   pub fn resolve(&self, candidate: &str) -> Result<Resolved, ToolError> {
+    check_path(candidate)?;
     let root = self.root()?;
     let joined = if Path::new(candidate).is_absolute() {
       PathBuf::from(candidate)
     } else {
       root.path.join(candidate)
     };
-    let full = canonicalize_existing_prefix(&normalize(&joined));
+    let lexical = normalize(&joined);
+    let full = canonicalize_existing_prefix(&root, &lexical)
+      .map_err(|e| ToolError::from_io(&e, "realpath", &lexical))?;
     match full.strip_prefix(&root.path) {
       Ok(rel) => Ok(Resolved {
         rel: rel.to_path_buf(),
@@ -114,6 +143,7 @@ impl Workspace {
   /// The containment check on a non-local backend: a lexical resolve against
   /// [`Self::lexical_root`] and the same escape test and message as [`Self::resolve`].
   pub fn resolve_lexical(&self, candidate: &str) -> Result<PathBuf, ToolError> {
+    check_path(candidate)?;
     let root = self.lexical_root();
     let full = normalize(&root.join(candidate));
     if full.starts_with(&root) {
@@ -157,6 +187,178 @@ impl Workspace {
   }
 }
 
+/// What [`Workspace::stat`] saw: the target's kind and size, never a symlink's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+  pub kind: Kind,
+  pub size: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+  File,
+  Dir,
+  /// A FIFO, socket or device: never opened for I/O by any tool.
+  Special,
+}
+
+impl Workspace {
+  /// `stat` of a resolved path without following anything: the parent is opened beneath the
+  /// root and the last component looked at with `fstatat(AT_SYMLINK_NOFOLLOW)`, so a symlink
+  /// swapped in after the check reveals nothing about its target (it is an escape), and a FIFO
+  /// or device is never opened. `None` when it does not exist.
+  pub fn stat(&self, candidate: &str, resolved: &Resolved) -> Result<Option<Meta>, ToolError> {
+    let root = self.root()?;
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let rc = match resolved.rel.file_name() {
+      // The root itself: its own descriptor.
+      None => unsafe { libc::fstat(root.dir.as_raw_fd(), &mut st) },
+      Some(name) => {
+        let parent = resolved.rel.parent().unwrap_or(Path::new(""));
+        let dir = match open_beneath(&root, parent, DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC, 0) {
+          Ok(d) => d,
+          Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => return Ok(None),
+          Err(e) => return Err(map_open_error(e, candidate, "stat", &resolved.abs)),
+        };
+        let c = cstring(name)?;
+        // SAFETY: valid dirfd, NUL-terminated name, writable stat buffer.
+        unsafe { libc::fstatat(dir.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) }
+      }
+    };
+    if rc != 0 {
+      let e = io::Error::last_os_error();
+      return match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) => Ok(None),
+        _ => Err(ToolError::from_io(&e, "stat", &resolved.abs)),
+      };
+    }
+    let kind = match st.st_mode & libc::S_IFMT {
+      libc::S_IFREG => Kind::File,
+      libc::S_IFDIR => Kind::Dir,
+      // `resolve` followed every symlink it met: one here was swapped in since.
+      libc::S_IFLNK => return Err(escape_error(candidate)),
+      _ => Kind::Special,
+    };
+    Ok(Some(Meta {
+      kind,
+      size: st.st_size as u64,
+    }))
+  }
+
+  /// Creates the missing directories of the resolved path's parent, one component at a time
+  /// from the root's descriptor (`openat(O_NOFOLLOW)` / `mkdirat`: a symlink met on the way is
+  /// an escape), and returns the parent's descriptor and the file name, as
+  /// [`Workspace::open_parent`] does. The returned [`CreatedDirs`] removes the directories this
+  /// call made (deepest first, only while empty) when dropped, unless [`CreatedDirs::keep`] is
+  /// called: a write that fails leaves no directory chain behind.
+  pub fn create_parents(
+    &self,
+    candidate: &str,
+    resolved: &Resolved,
+  ) -> Result<(OwnedFd, CString, CreatedDirs), ToolError> {
+    let root = self.root()?;
+    let name = resolved.rel.file_name().ok_or_else(|| {
+      ToolError::from_io(&io::Error::from_raw_os_error(libc::EISDIR), "open", &resolved.abs)
+    })?;
+    let name = cstring(name)?;
+    let mut created = CreatedDirs {
+      root: root.clone(),
+      base: None,
+      names: Vec::new(),
+    };
+    let mut cur = dup_dir(&root.dir).map_err(|e| ToolError::from_io(&e, "open", &root.path))?;
+    let mut rel_so_far = PathBuf::new();
+    let fail = |e: io::Error| map_open_error(e, candidate, "mkdir", &resolved.abs);
+    for part in component_names(resolved.rel.parent().unwrap_or(Path::new(""))) {
+      let c = cstring(&part)?;
+      let flags = DIR_HANDLE | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+      // Two rounds: a directory another process creates between our open and our mkdir
+      // (EEXIST) is opened the second time.
+      let mut next = None;
+      for _ in 0..2 {
+        match openat(cur.as_raw_fd(), &c, flags, 0) {
+          Ok(fd) => {
+            next = Some(fd);
+            break;
+          }
+          Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            // SAFETY: valid directory descriptor and NUL-terminated name.
+            if unsafe { libc::mkdirat(cur.as_raw_fd(), c.as_ptr(), 0o777) } == 0 {
+              created.record(&rel_so_far, &part);
+            } else {
+              let e = io::Error::last_os_error();
+              if e.raw_os_error() != Some(libc::EEXIST) {
+                return Err(fail(e));
+              }
+            }
+          }
+          Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) && is_symlink_at(cur.as_raw_fd(), &c) => {
+            return Err(fail(io::Error::from_raw_os_error(libc::ELOOP)));
+          }
+          Err(e) => return Err(fail(e)),
+        }
+      }
+      cur = next.ok_or_else(|| fail(io::Error::from_raw_os_error(libc::ENOENT)))?;
+      rel_so_far.push(&part);
+    }
+    Ok((cur, name, created))
+  }
+}
+
+/// The directories one [`Workspace::create_parents`] made: a chain below `base` (each the
+/// previous one's child, as a missing tail is created top down). Dropping it removes them.
+pub struct CreatedDirs {
+  root: Arc<Root>,
+  /// The parent (relative to the root) of the first directory made.
+  base: Option<PathBuf>,
+  names: Vec<std::ffi::OsString>,
+}
+
+impl CreatedDirs {
+  fn record(&mut self, parent: &Path, name: &OsStr) {
+    if self.base.is_none() {
+      self.base = Some(parent.to_path_buf());
+    }
+    self.names.push(name.to_os_string());
+  }
+
+  /// How many directories were made.
+  pub fn len(&self) -> usize {
+    self.names.len()
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.names.is_empty()
+  }
+
+  /// The write succeeded: the directories stay.
+  pub fn keep(mut self) {
+    self.names.clear();
+  }
+}
+
+impl Drop for CreatedDirs {
+  fn drop(&mut self) {
+    let Some(base) = self.base.take() else { return };
+    // Deepest first; each parent reopened beneath the root (never through a symlink).
+    // `AT_REMOVEDIR` only removes an empty directory: one another process filled stays.
+    for k in (0..self.names.len()).rev() {
+      let mut parent = base.clone();
+      for n in &self.names[..k] {
+        parent.push(n);
+      }
+      let Ok(dir) = open_beneath(&self.root, &parent, DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC, 0) else {
+        return;
+      };
+      let Ok(c) = CString::new(self.names[k].as_bytes()) else { return };
+      // SAFETY: valid directory descriptor and NUL-terminated name.
+      if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) } != 0 {
+        return;
+      }
+    }
+  }
+}
+
 fn map_open_error(err: io::Error, candidate: &str, syscall: &str, abs: &Path) -> ToolError {
   match err.raw_os_error() {
     // EXDEV: openat2 refused to leave the root; ELOOP: the O_NOFOLLOW walk met a symlink that
@@ -167,7 +369,7 @@ fn map_open_error(err: io::Error, candidate: &str, syscall: &str, abs: &Path) ->
 }
 
 fn cstring(s: &OsStr) -> Result<CString, ToolError> {
-  CString::new(s.as_bytes()).map_err(|_| ToolError::caveman(Caveman::PathInvalid))
+  CString::new(s.as_bytes()).map_err(|_| ToolError::caveman(Caveman::PathInvalid(PathProblem::Nul)))
 }
 
 /// `path.resolve`: make absolute against the process cwd.
@@ -198,26 +400,183 @@ pub fn normalize(p: &Path) -> PathBuf {
   out
 }
 
-/// The deepest existing ancestor goes through realpath; the missing tail is re-attached.
-fn canonicalize_existing_prefix(full: &Path) -> PathBuf {
-  let mut existing = full.to_path_buf();
-  let mut tail: Vec<std::ffi::OsString> = Vec::new();
-  loop {
-    if let Ok(canon) = std::fs::canonicalize(&existing) {
-      let mut out = canon;
-      for part in tail.iter().rev() {
-        out.push(part);
-      }
-      return out;
+/// realpath of the deepest existing ancestor with the missing tail re-attached (what the
+/// reference computes), in one pass: a descriptor of the current real directory steps one
+/// component at a time (`openat` + `fstat`, never following a symlink by itself); a symlink's
+/// target is read (`readlinkat`) and spliced in front of what is left, an absolute one restarting
+/// at `/`, at most [`PATH_MAX_SYMLINKS`] times (then `ELOOP`). The first component that does not
+/// exist (or cannot be entered) ends the existing part; the rest is appended as it is, with its
+/// `..` applied lexically. The result is only the *check*: every open afterwards goes through
+/// [`open_beneath`], which refuses whatever changed in between.
+fn canonicalize_existing_prefix(root: &Root, full: &Path) -> io::Result<PathBuf> {
+  // Start at the workspace's own descriptor when the path is lexically inside it (the common
+  // case: no walk over the workspace's ancestors), else at `/`.
+  let (mut cur, mut real, start) = match full.strip_prefix(&root.path) {
+    Ok(rel) => (dup_dir(&root.dir)?, root.path.clone(), rel),
+    Err(_) => (open_path(Path::new("/"), DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC)?, PathBuf::from("/"), full),
+  };
+  // Components still to walk, last first (so a symlink's target is pushed in front cheaply).
+  let mut pending: Vec<std::ffi::OsString> = component_names(start).into_iter().rev().collect();
+  let mut links = 0usize;
+  // The bottom `orig_left` entries of `pending` are the candidate's own components; above them
+  // sit the expansions of the symlink being followed. realpath fails on a path whose symlink
+  // leads nowhere (dangling, or through a file), and the reference then falls back to the
+  // ancestor before that symlink: `checkpoint` is the real path there and the candidate's
+  // components from the symlink on.
+  let mut orig_left = pending.len();
+  let mut checkpoint: Option<(PathBuf, Vec<std::ffi::OsString>)> = None;
+  while let Some(name) = pending.pop() {
+    let original = pending.len() < orig_left;
+    if original {
+      orig_left -= 1;
+      checkpoint = None;
     }
-    match existing.file_name() {
-      Some(name) => {
-        tail.push(name.to_os_string());
-        existing.pop();
+    match name.as_bytes() {
+      b"" | b"." => continue,
+      // Only a symlink's target brings `..` (the candidate was normalized): physical, as
+      // realpath's is, so the parent of the real directory.
+      b".." => {
+        if real.pop() {
+          cur = openat(cur.as_raw_fd(), &c_dotdot(), DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)?;
+        }
+        continue;
       }
-      None => return full.to_path_buf(),
+      _ => {}
+    }
+    let c = CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let expanding = pending.len() > orig_left;
+    match step(cur.as_raw_fd(), &c) {
+      Step::Dir(fd) => {
+        cur = fd;
+        real.push(&name);
+      }
+      Step::Link => {
+        links += 1;
+        if links > PATH_MAX_SYMLINKS {
+          return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        if original {
+          let mut rest = vec![name.clone()];
+          rest.extend(pending[..orig_left].iter().rev().cloned());
+          checkpoint = Some((real.clone(), rest));
+        }
+        let target = readlinkat(cur.as_raw_fd(), &c)?;
+        if target.is_absolute() {
+          cur = open_path(Path::new("/"), DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC)?;
+          real = PathBuf::from("/");
+        }
+        pending.extend(component_names(&target).into_iter().rev());
+      }
+      // A file (or FIFO, device…): the existing part ends with it; anything after it cannot
+      // exist (the open will say ENOTDIR).
+      Step::Other if !expanding => {
+        real.push(&name);
+        break;
+      }
+      // Missing, or not enterable (EACCES): the existing part ends before it.
+      Step::Missing if !original && checkpoint.is_none() => {
+        pending.push(name);
+        break;
+      }
+      Step::Missing if original => {
+        pending.push(name);
+        break;
+      }
+      // Inside a symlink's expansion: that symlink does not resolve, so it counts as missing.
+      Step::Other | Step::Missing => {
+        let (at, rest) = checkpoint.take().expect("an expansion has a checkpoint");
+        real = at;
+        pending = rest.into_iter().rev().collect();
+        break;
+      }
     }
   }
+  for name in pending.into_iter().rev() {
+    match name.as_bytes() {
+      b"" | b"." => {}
+      b".." => {
+        real.pop();
+      }
+      _ => real.push(name),
+    }
+  }
+  Ok(real)
+}
+
+/// What one component of the walk is.
+enum Step {
+  Dir(OwnedFd),
+  Link,
+  Other,
+  Missing,
+}
+
+/// Looks at `name` in the directory `dirfd` without following it. Linux: one `O_PATH |
+/// O_NOFOLLOW` open (a FIFO or device is never opened for I/O) and `fstat` on it, so what is
+/// entered is what was looked at. Elsewhere: `fstatat`, then an `O_NOFOLLOW` open of a directory.
+fn step(dirfd: RawFd, name: &CString) -> Step {
+  #[cfg(target_os = "linux")]
+  {
+    match openat(dirfd, name, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0) {
+      Err(_) => Step::Missing,
+      Ok(fd) => match fd_kind(&fd) {
+        Some(libc::S_IFDIR) => Step::Dir(fd),
+        Some(libc::S_IFLNK) => Step::Link,
+        Some(_) => Step::Other,
+        None => Step::Missing,
+      },
+    }
+  }
+  #[cfg(not(target_os = "linux"))]
+  {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid dirfd, NUL-terminated name, writable stat buffer.
+    if unsafe { libc::fstatat(dirfd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+      return Step::Missing;
+    }
+    match st.st_mode & libc::S_IFMT {
+      libc::S_IFLNK => Step::Link,
+      libc::S_IFDIR => match openat(dirfd, name, DIR_HANDLE | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0) {
+        Ok(fd) => Step::Dir(fd),
+        // Swapped for a symlink in between: look again next time round is not possible here;
+        // the existing part ends (the open afterwards refuses the symlink).
+        Err(_) => Step::Missing,
+      },
+      _ => Step::Other,
+    }
+  }
+}
+
+fn c_dotdot() -> CString {
+  CString::new("..").expect("no NUL")
+}
+
+/// The names between slashes, as given (`.`/`..`/empty filtered by the walk).
+fn component_names(p: &Path) -> Vec<std::ffi::OsString> {
+  p.as_os_str()
+    .as_bytes()
+    .split(|b| *b == b'/')
+    .filter(|s| !s.is_empty())
+    .map(|s| OsStr::from_bytes(s).to_os_string())
+    .collect()
+}
+
+fn readlinkat(dirfd: RawFd, name: &CString) -> io::Result<PathBuf> {
+  let mut buf = vec![0u8; PATH_MAX_BYTES + 1];
+  // SAFETY: valid dirfd and name; the buffer is writable for its length.
+  let n = unsafe { libc::readlinkat(dirfd, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+  if n < 0 {
+    return Err(io::Error::last_os_error());
+  }
+  if n as usize >= buf.len() {
+    return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+  }
+  buf.truncate(n as usize);
+  Ok(PathBuf::from(std::ffi::OsString::from_vec(buf)))
+}
+
+fn dup_dir(fd: &OwnedFd) -> io::Result<OwnedFd> {
+  fd.try_clone()
 }
 
 fn open_path(path: &Path, flags: i32) -> io::Result<OwnedFd> {
@@ -388,6 +747,7 @@ pub fn replace_atomically(
   name: &CString,
   data: &[u8],
   resolved: &Resolved,
+  cancel: &CancellationToken,
 ) -> Result<(), ToolError> {
   let io_err = |e: std::io::Error, syscall: &str| ToolError::from_io(&e, syscall, &resolved.abs);
   let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -406,7 +766,7 @@ pub fn replace_atomically(
     name.to_string_lossy(),
     uuid::Uuid::new_v4().simple()
   ))
-  .map_err(|_| ToolError::caveman(Caveman::PathInvalid))?;
+  .map_err(|_| ToolError::caveman(Caveman::PathInvalid(PathProblem::Nul)))?;
   let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
   let fd = openat(dir.as_raw_fd(), &tmp, flags, mode).map_err(|e| io_err(e, "open"))?;
   let cleanup = |e: ToolError| {
@@ -418,8 +778,8 @@ pub fn replace_atomically(
     // SAFETY: valid fd; restore the original permission bits despite the umask.
     unsafe { libc::fchmod(fd.as_raw_fd(), mode) };
   }
-  let mut file = File::from(fd);
-  file.write_all(data).map_err(|e| cleanup(io_err(e, "write")))?;
+  let file = File::from(fd);
+  write_cancellable(&file, data, cancel, &resolved.abs).map_err(cleanup)?;
   drop(file);
   // SAFETY: both names are relative to the same valid directory descriptor.
   let rc = unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) };
@@ -427,6 +787,46 @@ pub fn replace_atomically(
     return Err(cleanup(io_err(std::io::Error::last_os_error(), "rename")));
   }
   Ok(())
+}
+
+/// Writes `data` in [`WRITE_CHUNK_BYTES`] pieces, stopping with `ABORT_ERR` once `cancel` fires
+/// (a timed-out or aborted call does not keep a thread writing for nobody).
+pub fn write_cancellable(
+  mut file: &File,
+  data: &[u8],
+  cancel: &CancellationToken,
+  abs: &Path,
+) -> Result<(), ToolError> {
+  for piece in data.chunks(WRITE_CHUNK_BYTES) {
+    if cancel.is_cancelled() {
+      return Err(crate::tools::aborted());
+    }
+    file.write_all(piece).map_err(|e| ToolError::from_io(&e, "write", abs))?;
+  }
+  Ok(())
+}
+
+/// Reads a whole file in [`crate::limits::READ_CHUNK_BYTES`] pieces, stopping with
+/// `ABORT_ERR` once `cancel` fires.
+pub fn read_cancellable(
+  mut file: &File,
+  cancel: &CancellationToken,
+  abs: &Path,
+) -> Result<Vec<u8>, ToolError> {
+  use std::io::Read;
+  let mut out = Vec::new();
+  let mut buf = vec![0u8; crate::limits::READ_CHUNK_BYTES];
+  loop {
+    if cancel.is_cancelled() {
+      return Err(crate::tools::aborted());
+    }
+    match file.read(&mut buf) {
+      Ok(0) => return Ok(out),
+      Ok(n) => out.extend_from_slice(&buf[..n]),
+      Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+      Err(e) => return Err(ToolError::from_io(&e, "read", abs)),
+    }
+  }
 }
 
 #[cfg(test)]
@@ -507,5 +907,287 @@ mod tests {
     let w = Workspace::new("/definitely/not/here/knap");
     let e = w.resolve("a").unwrap_err();
     assert_eq!(e.code, "ENOENT");
+  }
+}
+
+#[cfg(test)]
+mod hardening_tests {
+  //! The one path validator, the one-pass resolution (against the reference's
+  //! realpath-of-the-deepest-existing-ancestor as an oracle), descriptor-based stat, directory
+  //! rollback and cancellation.
+  use super::*;
+  use std::os::unix::fs::symlink;
+
+  fn ws() -> (tempfile::TempDir, Workspace, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let w = Workspace::new(&ws);
+    let canon = ws.canonicalize().unwrap();
+    (dir, w, canon)
+  }
+
+  /// The reference's algorithm, kept as the oracle: realpath of the deepest existing ancestor
+  /// (popping one component per failure), the missing tail re-attached.
+  fn oracle(full: &Path) -> PathBuf {
+    let mut existing = full.to_path_buf();
+    let mut tail = Vec::new();
+    loop {
+      if let Ok(canon) = std::fs::canonicalize(&existing) {
+        let mut out = canon;
+        for part in tail.iter().rev() {
+          out.push(part);
+        }
+        return out;
+      }
+      match existing.file_name() {
+        Some(name) => {
+          tail.push(name.to_os_string());
+          existing.pop();
+        }
+        None => return full.to_path_buf(),
+      }
+    }
+  }
+
+  fn code_and_lines(e: &ToolError) -> (String, Vec<String>) {
+    (e.code.clone(), e.message.lines().map(str::to_string).collect())
+  }
+
+  #[test]
+  fn check_path_refuses_nul_length_and_depth_with_one_code_and_a_hint() {
+    let (_d, w, _) = ws();
+    let (code, lines) = code_and_lines(&w.resolve("a\0b").unwrap_err());
+    assert_eq!(code, "cave_path_invalid");
+    assert_eq!(lines[0], "caveman-code: path contains a NUL byte");
+    assert!(lines[1].starts_with("hint: remove the NUL"), "{lines:?}");
+
+    let long = "x".repeat(PATH_MAX_BYTES + 1);
+    let (code, lines) = code_and_lines(&w.resolve(&long).unwrap_err());
+    assert_eq!(code, "cave_path_invalid");
+    assert_eq!(lines[0], "caveman-code: path is too long: 4097 bytes (at most 4096)");
+    assert!(lines[1].starts_with("hint: pass a shorter path"), "{lines:?}");
+
+    let deep = vec!["d"; PATH_MAX_COMPONENTS + 1].join("/");
+    let (code, lines) = code_and_lines(&w.resolve(&deep).unwrap_err());
+    assert_eq!(code, "cave_path_invalid");
+    assert_eq!(lines[0], "caveman-code: path has too many components: 1025 (at most 1024)");
+    assert!(lines[1].starts_with("hint: pass a path with fewer directories"), "{lines:?}");
+
+    // The lexical check of a non-local backend uses the same validator.
+    assert_eq!(w.resolve_lexical("a\0").unwrap_err().code, "cave_path_invalid");
+    assert_eq!(w.resolve_lexical(&deep).unwrap_err().code, "cave_path_invalid");
+  }
+
+  #[test]
+  fn check_path_accepts_exactly_the_limits() {
+    let (_d, w, root) = ws();
+    // 4096 bytes: accepted by the validator (the kernel may still say ENAMETOOLONG for a name
+    // over 255 bytes; that is an errno error, not cave_path_invalid).
+    let at_len = format!("{}/{}", "a".repeat(200), "b".repeat(PATH_MAX_BYTES - 201));
+    assert_eq!(at_len.len(), PATH_MAX_BYTES);
+    assert!(w.resolve(&at_len).is_ok());
+    let at_depth = vec!["d"; PATH_MAX_COMPONENTS].join("/");
+    assert_eq!(w.resolve(&at_depth).unwrap().abs, root.join(&at_depth));
+    // `.` and empty parts are not components.
+    let dotted = format!("{}/./", vec!["d"; PATH_MAX_COMPONENTS].join("//"));
+    assert!(w.resolve(&dotted).is_ok());
+    assert!(check_path(&format!("{at_depth}/..")).is_err(), "`..` counts");
+  }
+
+  #[test]
+  fn one_pass_resolution_agrees_with_the_reference_on_symlinks() {
+    let (dir, w, root) = ws();
+    let outside = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("a/b/c")).unwrap();
+    std::fs::write(root.join("a/b/c/f.txt"), "f").unwrap();
+    std::fs::write(outside.join("secret"), "s").unwrap();
+    // relative, absolute-inside, `..` inside the target, chains, out and back in, to a file,
+    // outside, dangling.
+    symlink("b/c", root.join("a/rel")).unwrap();
+    symlink(root.join("a/b"), root.join("abs")).unwrap();
+    symlink("../a/b/../b/c", root.join("a/up")).unwrap();
+    symlink("rel", root.join("a/chain")).unwrap();
+    symlink("../ws/a", root.join("outandin")).unwrap();
+    symlink(outside.join("ws/a/b/c/f.txt"), root.join("absfile")).unwrap();
+    symlink(&outside, root.join("out")).unwrap();
+    symlink("nowhere/x", root.join("dangling")).unwrap();
+    symlink("/", root.join("slash")).unwrap();
+    let cases = [
+      "a/rel/f.txt",
+      "abs/c/f.txt",
+      "a/up/f.txt",
+      "a/chain/f.txt",
+      "a/chain/missing/deeper",
+      "outandin/b/c",
+      "absfile",
+      "a/b/c/f.txt/under-a-file",
+      "out/secret",
+      "out/ws/a/rel",
+      "dangling",
+      "dangling/more",
+      "slash/etc",
+      "missing/../a/rel",
+      ".",
+      "",
+    ];
+    for c in cases {
+      let lexical = normalize(&root.join(c));
+      let want = oracle(&lexical);
+      let root_arc = w.root().unwrap();
+      let got = canonicalize_existing_prefix(&root_arc, &lexical).unwrap();
+      assert_eq!(got, want, "{c}");
+      // And the containment verdict follows.
+      assert_eq!(w.resolve(c).is_ok(), want.starts_with(&root), "{c}");
+    }
+    // An absolute candidate through an outside symlink that leads back in is inside.
+    symlink(&root, outside.join("to-ws")).unwrap();
+    let via = outside.join("to-ws/a/rel/f.txt");
+    assert_eq!(w.resolve(via.to_str().unwrap()).unwrap().rel, PathBuf::from("a/b/c/f.txt"));
+  }
+
+  #[test]
+  fn symlink_loops_and_the_forty_link_limit() {
+    let (_d, w, root) = ws();
+    symlink("loop2", root.join("loop1")).unwrap();
+    symlink("loop1", root.join("loop2")).unwrap();
+    let e = w.resolve("loop1/x").unwrap_err();
+    assert_eq!(e.code, "ELOOP");
+    assert!(e.message.starts_with("ELOOP: too many symbolic links encountered, realpath '"), "{}", e.message);
+    // A chain of exactly 40 links resolves; 41 is ELOOP (the kernel's MAXSYMLINKS).
+    std::fs::write(root.join("end"), "e").unwrap();
+    let mut prev = "end".to_string();
+    for i in 0..PATH_MAX_SYMLINKS + 1 {
+      let name = format!("l{i}");
+      symlink(&prev, root.join(&name)).unwrap();
+      prev = name;
+    }
+    assert_eq!(w.resolve(&format!("l{}", PATH_MAX_SYMLINKS - 1)).unwrap().rel, PathBuf::from("end"));
+    assert_eq!(w.resolve(&format!("l{}", PATH_MAX_SYMLINKS)).unwrap_err().code, "ELOOP");
+  }
+
+  #[test]
+  fn a_thousand_deep_directory_resolves_and_opens() {
+    let (_d, w, root) = ws();
+    let rel = vec!["d"; 1000].join("/");
+    std::fs::create_dir_all(root.join(&rel)).unwrap();
+    std::fs::write(root.join(&rel).join("f"), "deep").unwrap();
+    let c = format!("{rel}/f");
+    let r = w.resolve(&c).unwrap();
+    assert_eq!(r.rel, PathBuf::from(&c));
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut w.open_read(&c, &r, "open").unwrap(), &mut s).unwrap();
+    assert_eq!(s, "deep");
+    // Missing below it: the tail is re-attached.
+    let missing = format!("{rel}/x/y");
+    assert_eq!(w.resolve(&missing).unwrap().rel, PathBuf::from(&missing));
+  }
+
+  #[test]
+  fn stat_is_descriptor_based_never_follows_and_never_opens_a_fifo() {
+    let (dir, w, root) = ws();
+    std::fs::write(root.join("f"), "12345").unwrap();
+    std::fs::create_dir(root.join("d")).unwrap();
+    let fifo = CString::new(root.join("p").as_os_str().as_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let meta = |c: &str| w.stat(c, &w.resolve(c).unwrap());
+    assert_eq!(meta("f").unwrap(), Some(Meta { kind: Kind::File, size: 5 }));
+    assert_eq!(meta("d").unwrap().unwrap().kind, Kind::Dir);
+    assert_eq!(meta("p").unwrap().unwrap().kind, Kind::Special);
+    assert_eq!(meta(".").unwrap().unwrap().kind, Kind::Dir);
+    assert_eq!(meta("nope").unwrap(), None);
+    assert_eq!(meta("f/under-a-file").unwrap(), None);
+    // The race: checked as a file, then swapped for a symlink to an outside file.
+    std::fs::write(dir.path().join("secret"), "outside!").unwrap();
+    let r = w.resolve("f").unwrap();
+    std::fs::remove_file(root.join("f")).unwrap();
+    symlink(dir.path().join("secret"), root.join("f")).unwrap();
+    assert_eq!(w.stat("f", &r).unwrap_err().code, "cave_workspace_escape");
+    // A checked directory swapped for an outward symlink: the parent open refuses it.
+    std::fs::write(root.join("d/x"), "in").unwrap();
+    let r = w.resolve("d/x").unwrap();
+    std::fs::remove_dir_all(root.join("d")).unwrap();
+    symlink(dir.path(), root.join("d")).unwrap();
+    std::fs::write(dir.path().join("x"), "outside").unwrap();
+    assert_eq!(w.stat("d/x", &r).unwrap_err().code, "cave_workspace_escape");
+  }
+
+  #[test]
+  fn create_parents_makes_the_chain_and_removes_it_unless_kept() {
+    let (_d, w, root) = ws();
+    std::fs::create_dir(root.join("have")).unwrap();
+    let r = w.resolve("have/n1/n2/n3/f.txt").unwrap();
+    let (dir, name, created) = w.create_parents("have/n1/n2/n3/f.txt", &r).unwrap();
+    assert_eq!(created.len(), 3);
+    assert_eq!(name.as_bytes(), b"f.txt");
+    assert!(root.join("have/n1/n2/n3").is_dir());
+    // The descriptor is the deepest directory.
+    assert_eq!(fd_kind(&dir), Some(libc::S_IFDIR));
+    drop(created);
+    assert!(!root.join("have/n1").exists(), "the chain is gone");
+    assert!(root.join("have").is_dir(), "what existed stays");
+
+    // Kept: stays.
+    let (_, _, created) = w.create_parents("have/n1/n2/f.txt", &w.resolve("have/n1/n2/f.txt").unwrap()).unwrap();
+    created.keep();
+    assert!(root.join("have/n1/n2").is_dir());
+
+    // A directory someone else filled meanwhile is not removed (nor its parents).
+    let (_, _, created) = w.create_parents("k1/k2/k3/f", &w.resolve("k1/k2/k3/f").unwrap()).unwrap();
+    std::fs::write(root.join("k1/k2/other"), "x").unwrap();
+    drop(created);
+    assert!(!root.join("k1/k2/k3").exists());
+    assert!(root.join("k1/k2/other").exists());
+  }
+
+  #[test]
+  fn create_parents_failing_midway_removes_what_it_made() {
+    let (_d, w, root) = ws();
+    // The third directory's name is over NAME_MAX: mkdirat fails after two were made.
+    let c = format!("m1/m2/{}/f.txt", "n".repeat(300));
+    let e = w.create_parents(&c, &w.resolve(&c).unwrap()).err().unwrap();
+    assert_eq!(e.code, "ENAMETOOLONG");
+    assert!(!root.join("m1").exists(), "no partial chain left");
+    // A component that is a file: ENOTDIR, nothing left either.
+    std::fs::write(root.join("file"), "x").unwrap();
+    let r = Resolved {
+      abs: root.join("z1/file/z2/f"),
+      rel: PathBuf::from("z1/file/z2/f"),
+    };
+    std::fs::create_dir(root.join("z1")).unwrap();
+    std::fs::write(root.join("z1/file"), "x").unwrap();
+    assert_eq!(w.create_parents("z1/file/z2/f", &r).err().unwrap().code, "ENOTDIR");
+    assert_eq!(std::fs::read_dir(root.join("z1")).unwrap().count(), 1);
+  }
+
+  #[test]
+  fn create_parents_refuses_a_symlink_swapped_in_on_the_way() {
+    let (dir, w, root) = ws();
+    std::fs::create_dir(root.join("s")).unwrap();
+    let r = w.resolve("s/new/f").unwrap();
+    std::fs::remove_dir(root.join("s")).unwrap();
+    symlink(dir.path(), root.join("s")).unwrap();
+    let e = w.create_parents("s/new/f", &r).err().unwrap();
+    assert_eq!(e.code, "cave_workspace_escape");
+    assert!(!dir.path().join("new").exists(), "nothing created outside");
+  }
+
+  #[test]
+  fn cancelled_writes_and_reads_stop_and_leave_the_file_as_it_was() {
+    let (_d, w, root) = ws();
+    std::fs::write(root.join("f"), "original").unwrap();
+    let r = w.resolve("f").unwrap();
+    let (dir, name) = w.open_parent("f", &r).unwrap();
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let e = replace_atomically(&dir, &name, &vec![b'x'; 3 * WRITE_CHUNK_BYTES], &r, &cancel).unwrap_err();
+    assert_eq!(e.code, "ABORT_ERR");
+    assert_eq!(std::fs::read_to_string(root.join("f")).unwrap(), "original");
+    let names: Vec<_> = std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("f")], "no temporary left");
+    let file = w.open_read("f", &r, "open").unwrap();
+    assert_eq!(read_cancellable(&file, &cancel, &r.abs).unwrap_err().code, "ABORT_ERR");
+    let file = w.open_read("f", &r, "open").unwrap();
+    assert_eq!(read_cancellable(&file, &CancellationToken::new(), &r.abs).unwrap(), b"original");
   }
 }

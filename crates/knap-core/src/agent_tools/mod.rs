@@ -285,6 +285,17 @@ pub(crate) async fn blocking<T: Send + 'static>(
     .map_err(|e| SandboxError::new(e.to_string()))
 }
 
+/// Blocking file work that stops once nobody waits for it: when the awaiting future is dropped
+/// (its tool's timeout fired, or the call was abandoned) the guard cancels the token, and the
+/// read or write loop checks it between chunks.
+pub(crate) async fn blocking_cancellable<T: Send + 'static>(
+  f: impl FnOnce(&CancellationToken) -> T + Send + 'static,
+) -> Result<T, SandboxError> {
+  let token = CancellationToken::new();
+  let _guard = token.clone().drop_guard();
+  blocking(move || f(&token)).await
+}
+
 impl AgentTools {
   pub fn new(sandbox: Arc<dyn Sandbox>, default_timeout_ms: Option<u64>) -> Self {
     Self {
@@ -544,10 +555,10 @@ impl AgentTools {
           .unwrap_or(false);
         if inline {
           // A small file: read here, no hop to a blocking thread.
-          local.read(&path, &opts).map_err(SandboxError::from)
+          local.read(&path, &opts, &CancellationToken::new()).map_err(SandboxError::from)
         } else {
           let p = path.clone();
-          blocking(move || local.read(&p, &opts).map_err(SandboxError::from))
+          blocking_cancellable(move |cancel| local.read(&p, &opts, cancel).map_err(SandboxError::from))
             .await
             .and_then(|r| r)
         }
@@ -672,7 +683,7 @@ impl AgentTools {
     let original: Vec<u8> = match self.sandbox.local() {
       Some(local) => {
         let p = path.clone();
-        blocking(move || local.read_bytes(&p))
+        blocking_cancellable(move |cancel| local.read_bytes(&p, cancel))
           .await?
           .map_err(SandboxError::from)?
       }
@@ -698,7 +709,7 @@ impl AgentTools {
     match self.sandbox.local() {
       Some(local) => {
         let (p, bytes) = (path.clone(), replaced.bytes);
-        blocking(move || local.write(&p, &bytes))
+        blocking_cancellable(move |cancel| local.write(&p, &bytes, cancel))
           .await?
           .map_err(SandboxError::from)?
       }

@@ -167,12 +167,20 @@ impl Sandbox for Arc<LocalSandbox> {
 
   fn read_file(&self, path: String) -> BoxFuture<SbResult<String>> {
     let sb = self.clone();
-    Box::pin(blocking(move || Ok(sb.read_to_string(&path)?)))
+    Box::pin(async move {
+      super::blocking_cancellable(move |cancel| Ok(sb.read_to_string(&path, cancel)?))
+        .await
+        .and_then(|r| r)
+    })
   }
 
   fn write_file(&self, path: String, content: String) -> BoxFuture<SbResult<()>> {
     let sb = self.clone();
-    Box::pin(blocking(move || Ok(sb.write(&path, content.as_bytes())?)))
+    Box::pin(async move {
+      super::blocking_cancellable(move |cancel| Ok(sb.write(&path, content.as_bytes(), cancel)?))
+        .await
+        .and_then(|r| r)
+    })
   }
 
   fn read_dir(&self, path: String) -> BoxFuture<SbResult<Vec<String>>> {

@@ -12,7 +12,11 @@ use crate::error::{Caveman, ToolError};
 use crate::limits::EDIT_FILE_MAX_BYTES;
 use crate::workspace::replace_atomically;
 
-pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolError> {
+pub(super) async fn run(
+  tools: &ShellTools,
+  input: &Value,
+  cancel: tokio_util::sync::CancellationToken,
+) -> Result<ToolOutput, ToolError> {
   let (path, old, new, replace_all) = parse(input)?;
   if !tools.is_local() {
     return run_remote(tools, path, old, new, replace_all).await;
@@ -48,7 +52,7 @@ pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput,
       .read_to_end(&mut bytes)
       .map_err(|e| ToolError::from_io(&e, "read", &resolved.abs))?;
     let (updated, count) = apply(&bytes, &old, &new, replace_all, shown)?;
-    replace_atomically(&dir, &name, &updated, &resolved)?;
+    replace_atomically(&dir, &name, &updated, &resolved, &cancel)?;
     Ok(count)
   })
   .await?;

@@ -340,8 +340,8 @@ impl ShellTools {
         }
         out
       }
-      ShellToolName::WriteFile => write_file::run(self, input).await,
-      ShellToolName::EditFile => edit_file::run(self, input).await,
+      ShellToolName::WriteFile => write_file::run(self, input, cancel).await,
+      ShellToolName::EditFile => edit_file::run(self, input, cancel).await,
       ShellToolName::ReadToolOutput => read_tool_output::run(self, input),
     }
   }

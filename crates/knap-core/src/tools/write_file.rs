@@ -1,7 +1,8 @@
 //! `write_file` and the one atomic-replace helper `edit_file` shares.
 
-use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
+
+use tokio_util::sync::CancellationToken;
 
 use serde_json::Value;
 
@@ -9,9 +10,9 @@ use super::args::Args;
 use super::{blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::cap_output;
 use crate::error::ToolError;
-use crate::workspace::{openat, replace_atomically, Resolved};
+use crate::workspace::{openat, replace_atomically, write_cancellable};
 
-pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput, ToolError> {
+pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationToken) -> Result<ToolOutput, ToolError> {
   let args = Args::new("write_file", input)?;
   let path = args.string("path")?.to_string();
   let content = args.string("content")?.to_string();
@@ -24,13 +25,19 @@ pub(super) async fn run(tools: &ShellTools, input: &Value) -> Result<ToolOutput,
   let bytes = content.len();
   blocking(move || {
     if overwrite {
-      replace_atomically(&dir, &name, content.as_bytes(), &resolved)
+      replace_atomically(&dir, &name, content.as_bytes(), &resolved, &cancel)
     } else {
       // `wx`: exclusive create; an existing path is EEXIST.
       let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
       let fd = openat(dir.as_raw_fd(), &name, flags, 0o666)
         .map_err(|e| ToolError::from_io(&e, "open", &resolved.abs))?;
-      write_all(fd, content.as_bytes(), &resolved)
+      let file = std::fs::File::from(fd);
+      write_cancellable(&file, content.as_bytes(), &cancel, &resolved.abs).inspect_err(|_| {
+        // The file is ours (created exclusively just now): a failed or cancelled write removes
+        // it rather than leave a truncated file that looks written.
+        // SAFETY: valid directory descriptor and NUL-terminated name.
+        unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
+      })
     }
   })
   .await?;
@@ -73,11 +80,4 @@ async fn run_remote(
   let bytes = content.len();
   tools.backend.write_file(abs, content.into_bytes()).await?;
   Ok(wrote(tools, &path, bytes))
-}
-
-fn write_all(fd: OwnedFd, data: &[u8], resolved: &Resolved) -> Result<(), ToolError> {
-  let mut file = std::fs::File::from(fd);
-  file
-    .write_all(data)
-    .map_err(|e| ToolError::from_io(&e, "write", &resolved.abs))
 }

@@ -249,6 +249,8 @@ impl Server {
     let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
     self.workspace.resolve(&rel.to_string_lossy()).map_err(|e| match e.code.as_str() {
       "cave_workspace_escape" => error(StatusCode::FORBIDDEN, "path_escapes_workspace"),
+      // Over the workspace's path limits (bytes, components): the request is at fault.
+      "cave_path_invalid" => bad(field),
       _ => error(StatusCode::INTERNAL_SERVER_ERROR, "cave_exec_server_workspace_unavailable"),
     })
   }
@@ -510,7 +512,9 @@ impl Server {
       let resolved = server.contain(map.get("path"), "path")?;
       let candidate = resolved.rel.to_string_lossy().into_owned();
       let (dir, name) = server.workspace.open_parent(&candidate, &resolved).map_err(|e| fs_error(&e, "write"))?;
-      replace_atomically(&dir, &name, &data, &resolved).map_err(|e| fs_error(&e, "write"))
+      // Never cancelled: the body is already here (under the endpoint's limit), and a write
+      // stopped halfway would answer nobody; the temporary-then-rename keeps it atomic anyway.
+      replace_atomically(&dir, &name, &data, &resolved, &CancellationToken::new()).map_err(|e| fs_error(&e, "write"))
     })
     .await;
     match written {

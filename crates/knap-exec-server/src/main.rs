@@ -155,6 +155,13 @@ async fn serve(config: Config) {
       });
     }
   };
+  // TCP_NODELAY: a streamed response (/read's body after its head) is several small writes, and
+  // with Nagle each waits for the client's delayed ACK: ~40 ms per /read on loopback.
+  let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+    if let Err(e) = tcp.set_nodelay(true) {
+      log!("TCP_NODELAY not set on a connection: {e}");
+    }
+  });
   let served = axum::serve(listener, app).with_graceful_shutdown(shutdown);
   if let Err(e) = served.await {
     log!("{e}");

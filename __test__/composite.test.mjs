@@ -366,3 +366,98 @@ test("programmatic tools end to end: the cell's calls are nested calls of the ke
   assert.ok(ends[0].result.includes("beta"), "a shell tool settles to its text");
   assert.equal(ends[2].result, "cave_tool_denied:no_shell");
 });
+
+// ---------- container order, timeouts and settling ----------
+
+test("a container's reads run concurrently; its effects run one at a time in dispatch order", async () => {
+  // Each read waits until both reads have started: serialized reads would never get there
+  // (the bound turns that into a failed assertion, not a hang).
+  let startedReads = 0;
+  let bothStarted;
+  const both = new Promise((resolve) => (bothStarted = resolve));
+  const read = plain("peek", "read", async () => {
+    if (++startedReads === 2) bothStarted("together");
+    return Promise.race([both, new Promise((resolve) => setTimeout(resolve, 5_000, "alone").unref())]);
+  }, { allowRepeat: true });
+  const log = [];
+  const write = tool({
+    name: "put",
+    description: "put",
+    input: schema.object({ k: schema.string() }),
+    effect: "write",
+    execute: async ({ k }) => {
+      log.push(`start ${k}`);
+      await new Promise((resolve) => setImmediate(resolve));
+      log.push(`end ${k}`);
+      return k;
+    },
+  });
+  let reads;
+  let writes;
+  const combo = tool({
+    name: "combo",
+    description: "c",
+    input: obj,
+    effect: "write",
+    nestedTools: [read, write],
+    execute: async (_input, _signal, context) => {
+      reads = await Promise.all([context.dispatch("peek", {}), context.dispatch("peek", {})]);
+      writes = await Promise.all([context.dispatch("put", { k: "a" }), context.dispatch("put", { k: "b" }), context.dispatch("put", { k: "c" })]);
+      return "ok";
+    },
+  });
+  await run(hostAgent("order", [combo]), "go", oneCall("combo"));
+  assert.deepEqual(reads, ["together", "together"]);
+  assert.deepEqual(writes, ["a", "b", "c"]);
+  assert.deepEqual(log, ["start a", "end a", "start b", "end b", "start c", "end c"]);
+});
+
+test("a nested call past its own timeoutMs fails with cave_tool_timeout", async () => {
+  let aborted = false;
+  const slow = plain("slow", "read", (_input, signal) => new Promise((_resolve, reject) => {
+    signal.addEventListener("abort", () => {
+      aborted = true;
+      reject(new Error("slow was stopped"));
+    }, { once: true });
+  }), { timeoutMs: 50 });
+  let outcome;
+  const combo = tool({
+    name: "combo",
+    description: "c",
+    input: obj,
+    effect: "read",
+    nestedTools: [slow],
+    execute: async (_input, _signal, context) => {
+      outcome = await rejection(context.dispatch("slow", {}));
+      return "ok";
+    },
+  });
+  await run(hostAgent("nested-timeout", [combo]), "go", oneCall("combo"));
+  assert.equal(outcome.message, "cave_tool_timeout");
+  assert.equal(aborted, true, "the nested tool was told to stop");
+});
+
+test("a container that returns while a nested call never settles fails with cave_program_nested_calls_unquiesced", async () => {
+  let nestedSignal;
+  const hang = plain("hang", "read", (_input, signal) => {
+    nestedSignal = signal;
+    return new Promise(() => {});
+  }, { timeoutMs: 600_000 });
+  const combo = tool({
+    name: "combo",
+    description: "c",
+    input: obj,
+    effect: "read",
+    nestedTools: [hang],
+    execute: (_input, _signal, context) => {
+      context.dispatch("hang", {}).catch(() => {});
+      return "returned early";
+    },
+  });
+  const { streamFn, calls } = recordingStream([{ toolCalls: [{ name: "combo", args: {} }] }, { text: "done" }]);
+  const result = await run(hostAgent("unquiesced", [combo]), "go", { ...baseOptions([]), streamFn });
+  const [seen] = toolResultsSeen(calls);
+  assert.deepEqual([seen.isError, seen.text], [true, "cave_program_nested_calls_unquiesced"]);
+  assert.equal(nestedSignal.aborted, true, "the nested call was aborted with its container");
+  assert.equal(result.stopReason, "complete");
+});

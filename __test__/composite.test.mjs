@@ -461,3 +461,68 @@ test("a container that returns while a nested call never settles fails with cave
   assert.equal(nestedSignal.aborted, true, "the nested call was aborted with its container");
   assert.equal(result.stopReason, "complete");
 });
+
+test("durable: nested calls are journaled under their own ids; a resumed container replays a settled nested write instead of repeating it", async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "knap-composite-durable-"));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const store = new DiskDurableStore(dir);
+  const writes = [];
+  const put = plain("put", "write", (_input, _signal, context) => {
+    writes.push(context.durable);
+    return { stored: writes.length };
+  });
+  const containers = [];
+  const got = [];
+  const combo = (effect) =>
+    tool({
+      name: "combo",
+      description: "c",
+      input: obj,
+      effect,
+      nestedTools: [put],
+      execute: async (_input, _signal, context) => {
+        containers.push(context.durable);
+        const value = await context.dispatch("put", {});
+        got.push(value);
+        return JSON.stringify(value);
+      },
+    });
+  const script = (runId) => baseOptions([{ toolCalls: [{ name: "combo", args: {} }] }, { text: "done" }], { durable: { runId, store } });
+  // A crash right after the nested write settled: the journal up to that record.
+  const crashAfterNested = async (def, runId) => {
+    await run(def, "go", script(runId));
+    const lines = await store.load(runId);
+    const records = lines.map((l) => JSON.parse(l));
+    assert.deepEqual(
+      records.filter((r) => r.type.startsWith("tool_")).map((r) => [r.type, r.toolCallId, r.name]),
+      [
+        ["tool_intent", "scripted-1-0", "combo"],
+        ["tool_intent", "scripted-1-0:nested:1", "put"],
+        ["tool_settled", "scripted-1-0:nested:1", "put"],
+        ["tool_settled", "scripted-1-0", "combo"],
+      ],
+    );
+    const cut = records.findIndex((r) => r.type === "tool_settled" && r.toolCallId === "scripted-1-0:nested:1");
+    const file = fs.readdirSync(dir, { recursive: true }).map((f) => path.join(dir, f)).find((f) => fs.statSync(f).isFile() && fs.readFileSync(f, "utf8").includes(`"runId":"${runId}"`));
+    fs.writeFileSync(file, lines.slice(0, cut + 1).join("\n") + "\n");
+    writes.length = 0;
+    containers.length = 0;
+    got.length = 0;
+  };
+
+  const idempotent = hostAgent("composite-durable", [combo("idempotent")]);
+  await crashAfterNested(idempotent, "dur-1");
+  const resumed = await run(idempotent, "go", script("dur-1"));
+  assert.equal(resumed.resumed, true);
+  assert.equal(resumed.stopReason, "complete");
+  assert.equal(containers.length, 1);
+  assert.equal(containers[0].resumed, true, "the container re-ran as resumed");
+  assert.deepEqual(writes, [], "the settled nested write was replayed, not repeated");
+  assert.deepEqual(got, [{ stored: 1 }], "dispatch resolved to the journaled value");
+
+  // A write container that never settled fails closed.
+  const effectful = hostAgent("composite-durable-w", [combo("write")]);
+  await crashAfterNested(effectful, "dur-2");
+  await assert.rejects(run(effectful, "go", script("dur-2")), (e) => e.message.includes("cave_durable_tool_effect_uncertain:combo:scripted-1-0"));
+  assert.deepEqual([containers.length, writes.length], [0, 0]);
+});

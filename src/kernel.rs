@@ -62,7 +62,7 @@ pub struct BindingRunOutcome {
 #[napi(object, object_to_js = false)]
 pub struct BindingRunHooks {
   #[napi(
-    ts_type = "(request: { reply: number; conversation: number; modelKey: number; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string }) => void"
+    ts_type = "(request: { reply: number; conversation: number; modelKey: number; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[] }) => void"
   )]
   pub model: FunctionRef<Serde<ModelRequest>, ()>,
   #[napi(
@@ -107,6 +107,9 @@ pub struct ModelRequest {
   max_tokens: Option<u64>,
   #[serde(skip_serializing_if = "Option::is_none")]
   reasoning: Option<String>,
+  /// After a compaction: the context the provider sees from this call on.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  context: Option<Vec<Message>>,
 }
 
 #[derive(Serialize)]
@@ -395,6 +398,7 @@ impl Host for JsHost {
       tools: call.tools,
       max_tokens: call.max_tokens,
       reasoning: call.reasoning,
+      context: call.context,
     }));
     Box::pin(async move { rx.await.unwrap_or_else(|_| Err(dropped())) })
   }

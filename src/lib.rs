@@ -5,6 +5,7 @@ mod agent_tools;
 mod ai_sdk;
 mod catalog;
 mod command_session;
+mod compaction;
 mod durable;
 mod execution_backend;
 mod kernel;

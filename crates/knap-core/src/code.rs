@@ -74,6 +74,9 @@ codes! {
   BudgetInitialInvalid => "cave_budget_initial_invalid",
   BudgetOutputFloorInvalid => "cave_budget_output_floor_invalid",
   BudgetOnExhaustedInvalid => "cave_budget_on_exhausted_invalid",
+  CompactionOptionInvalid => "cave_compaction_option_invalid",
+  /// A context summary that is not knap's summary JSON (schema_version 2), or that drops anchors.
+  ContextSummaryInvalid => "cave_context_summary_invalid",
   BreakerThresholdInvalid => "cave_breaker_threshold_invalid",
   BreakerRetryRequiresBudget => "cave_breaker_retry_requires_budget",
   // Tool admission and execution.

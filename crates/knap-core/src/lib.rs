@@ -7,6 +7,7 @@ pub mod apply_patch;
 pub mod canonical;
 pub mod cap;
 pub mod command_session;
+pub mod compaction;
 pub mod catalog;
 pub mod code;
 pub mod durable;

@@ -104,6 +104,16 @@ pub const TOOL_RESULT_MAX_BYTES: usize = 16 * 1024 * 1024;
 pub const OUTPUT_CLAMP_FLOOR_TOKENS: u64 = 256;
 /// Framing tokens reserved per message when estimating a call's input.
 pub const BUDGET_FRAMING_TOKENS_PER_MESSAGE: u64 = 16;
+/// Compaction triggers between turns when the remaining budget is below this many times the
+/// next working call's cold worst case (`COMPACTION_TRIGGER_MULTIPLIER`).
+pub const COMPACTION_TRIGGER_MULTIPLIER: f64 = 4.0;
+/// `SUMMARY_SCHEMA_VERSION` of `@caveman-ai/agent/compaction`.
+pub const SUMMARY_SCHEMA_VERSION: u64 = 2;
+/// A context summary's JSON is refused above this size (a summary replaces history; it cannot
+/// be larger than any window).
+pub const CONTEXT_SUMMARY_MAX_BYTES: usize = 1024 * 1024;
+/// Anchors one summary may carry.
+pub const CONTEXT_SUMMARY_MAX_ANCHORS: usize = 512;
 /// Breaker defaults (`breakers.ts`).
 pub const BREAKER_REPEATED_TOOL_CALLS: u32 = 3;
 pub const BREAKER_REPEATED_WINDOW_TURNS: u32 = 8;

@@ -258,18 +258,20 @@ impl<'a> Replay<'a> {
         // An abandon closes the model call open on the path, or whichever kind is open there.
         let key = (path.to_string(), "model".to_string());
         let closed = match self.pending_calls.get_mut(&key).and_then(VecDeque::pop_front) {
-          Some(_) => true,
+          Some(_) => Some(true),
           None => self
             .pending_calls
             .iter_mut()
             .find(|((p, _), q)| p == path && !q.is_empty())
             .and_then(|(_, q)| q.pop_front())
-            .is_some(),
+            .map(|_| false),
         };
-        if !closed {
+        let Some(was_model) = closed else {
           return Err(corrupt("call_abandoned without intent"));
-        }
-        if path.is_empty() {
+        };
+        // Only a working call counted toward the root's model calls; an abandoned summarizer
+        // call never did.
+        if path.is_empty() && was_model {
           self.state.prior_root_model_calls = self.state.prior_root_model_calls.saturating_sub(1);
         }
       }

@@ -245,5 +245,8 @@ impl Accounting {
     r.total_tokens = t.tokens();
     r.unpriced = t.unpriced;
     r.resume = self.resume.as_ref().map(|(v, _)| v.clone());
+    for c in &mut r.compactions {
+      c.finish(self.model_calls as u64);
+    }
   }
 }

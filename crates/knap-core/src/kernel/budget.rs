@@ -105,7 +105,7 @@ impl Meter {
     }
   }
 
-  fn cost_of(&self, input: u64, output: u64, price: Option<&Price>) -> f64 {
+  pub fn cost_of(&self, input: u64, output: u64, price: Option<&Price>) -> f64 {
     match self.denomination {
       Denomination::Tokens => (input + output) as f64,
       Denomination::Usd => price

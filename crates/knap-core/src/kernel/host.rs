@@ -57,6 +57,9 @@ pub struct ModelCall {
   pub tools: Option<Vec<ToolSchema>>,
   pub max_tokens: Option<u64>,
   pub reasoning: Option<String>,
+  /// After a compaction: the whole context the provider sees from this call on (`append` already
+  /// folded in). The host keeps its full transcript and appends later messages to this one.
+  pub context: Option<Vec<Message>>,
 }
 
 /// `context.durable` of a tool call on a durable run.

@@ -180,11 +180,12 @@ impl DurableRun {
     self.flush_through(seq).await
   }
 
-  pub async fn call_started(&self, path: &str, provider: &str, model: &str) -> Result<(), DurableError> {
+  /// `kind` is `"model"` (a working call) or `"compaction"` (a summarizer call).
+  pub async fn call_started(&self, path: &str, kind: &str, provider: &str, model: &str) -> Result<(), DurableError> {
     self
       .emit_flush(&Record::CallStarted {
         path: Cow::Borrowed(path),
-        kind: Cow::Borrowed("model"),
+        kind: Cow::Borrowed(kind),
         provider: Cow::Borrowed(provider),
         model: Cow::Borrowed(model),
       })
@@ -192,14 +193,20 @@ impl DurableRun {
   }
 
   /// Queued: made durable by the next flush (a tool intent or the turn).
-  pub fn call_settled(&self, path: &str, call: &ReceiptCall, amount: f64) -> Result<(), DurableError> {
+  pub fn call_settled(&self, path: &str, kind: &str, call: &ReceiptCall, amount: f64) -> Result<(), DurableError> {
     let record = Record::CallSettled {
       path: Cow::Borrowed(path),
-      kind: Cow::Borrowed("model"),
+      kind: Cow::Borrowed(kind),
       call: json(&JournaledCallUsage::from(call)),
       settled_amount: (self.metered && amount.is_finite()).then(|| json(&amount)),
     };
     self.emit(&record).map(|_| ())
+  }
+
+  /// Makes every queued event durable (after a successful compaction).
+  pub async fn flush(&self) -> Result<(), DurableError> {
+    let seq = self.journal.lock().unwrap_or_else(|e| e.into_inner()).emitted();
+    self.flush_through(seq).await
   }
 
   pub async fn call_abandoned(&self, path: &str) -> Result<(), DurableError> {
@@ -459,7 +466,7 @@ mod tests {
   #[tokio::test]
   async fn concurrent_events_of_one_step_share_one_append() {
     let (_dir, store, run) = run_with(usize::MAX);
-    run.call_settled("", &call(), 0.0).unwrap();
+    run.call_settled("", "model", &call(), 0.0).unwrap();
     // A parallel batch: every intent is durable before its tool runs, all in one append.
     let ids: Vec<ToolIdentity> = (0..6).map(identity).collect();
     let results = futures::future::join_all(ids.iter().map(|id| run.tool_intent(id))).await;

@@ -54,6 +54,8 @@ pub(super) struct Level {
   /// Calls of the turn in progress that the fan-out breaker counts: non-container calls and
   /// nested calls (containers are capped by their own count).
   turn_calls: u32,
+  /// Set on a root run whose budget compacts (`onExhausted: "compact"`).
+  pub compaction: Option<super::compact::CompactionState>,
 }
 
 fn aborted() -> Error {
@@ -87,6 +89,7 @@ impl Level {
       accounting: Accounting::new(receipt, meter, price),
       breakers: BreakerState::new(shared.limits.breakers),
       stop: None,
+      compaction: None,
       shared,
       agent,
       run_id,
@@ -196,9 +199,9 @@ impl Level {
     }
     let system = system_prompt(&self.agent);
     if self.accounting.metered() {
-      self.transcript.count_bytes(system.len());
+      self.transcript.count_fixed(system.len());
       let tools = serde_json::to_string(&tool_schemas(&self.agent)).unwrap_or_default();
-      self.transcript.count_bytes(tools.len());
+      self.transcript.count_fixed(tools.len());
     }
     self.emit_pi(|| PiEvent::AgentStart);
     // Pi opens the first turn before the prompt's message events.
@@ -244,6 +247,8 @@ impl Level {
         self.accounting.receipt.breakers.push(event);
         self.stop.get_or_insert(RunStopReason::NoProgress);
       }
+      // Between turns (never at the call boundary): the turn requested tools, so a call follows.
+      self.maybe_compact(&system).await?;
     }
     if let (true, Some(d)) = (self.root, &self.shared.durable) {
       if let Some(e) = d.fatal().or_else(|| d.incomplete()) {
@@ -252,6 +257,17 @@ impl Level {
     }
     self.emit_pi(|| PiEvent::AgentEnd);
     self.finish(started)
+  }
+
+  /// The output allowance of a working call before any clamp.
+  pub(super) fn model_cap(&self) -> u64 {
+    self
+      .agent
+      .output
+      .as_ref()
+      .map(|o| o.max_tokens)
+      .or(self.agent.model.max_tokens)
+      .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)
   }
 
   /// The assistant message of the turn in progress.
@@ -280,9 +296,7 @@ impl Level {
       return Ok(false);
     }
     let output_cap = self.agent.output.as_ref().map(|o| o.max_tokens);
-    let model_cap = output_cap
-      .or(self.agent.model.max_tokens)
-      .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+    let model_cap = self.model_cap();
     let mut max_tokens = output_cap;
     let mut clamped = None;
     if let Some(meter) = &self.accounting.meter {
@@ -311,7 +325,7 @@ impl Level {
         return Err(self.fail(e));
       }
       if let Err(e) = d
-        .call_started(&self.path, &self.agent.model.provider, &self.agent.model.id)
+        .call_started(&self.path, "model", &self.agent.model.provider, &self.agent.model.id)
         .await
       {
         return Err(self.fail(e));
@@ -330,6 +344,7 @@ impl Level {
       tools: first.then(|| tool_schemas(&self.agent)),
       max_tokens,
       reasoning: self.agent.reasoning.clone(),
+      context: self.transcript.take_replaced(),
     };
     let cancel = self.shared.cancel.clone();
     let asked = Instant::now();
@@ -354,7 +369,7 @@ impl Level {
       &self.agent.model.id,
     );
     if let Some(d) = &durable {
-      if let Err(e) = d.call_settled(&self.path, call, amount) {
+      if let Err(e) = d.call_settled(&self.path, "model", call, amount) {
         return Err(self.fail(e));
       }
     }

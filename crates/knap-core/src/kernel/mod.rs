@@ -6,6 +6,7 @@ mod accounting;
 mod admission;
 mod breakers;
 pub mod budget;
+mod compact;
 pub mod event;
 mod execute;
 pub mod host;

@@ -73,9 +73,43 @@ pub struct Receipt {
   pub subagents: Vec<Receipt>,
   pub tranches: Vec<Value>,
   pub breakers: Vec<BreakerEvent>,
-  pub compactions: Vec<Value>,
+  pub compactions: Vec<ReceiptCompaction>,
   #[serde(skip_serializing_if = "Option::is_none")]
   pub resume: Option<ReceiptResume>,
+}
+
+/// One compaction (`receipt.compactions[]`). `working_calls_after` and `modeled_net_tokens` are
+/// filled in when the receipt is finished (they count the calls made after it).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReceiptCompaction {
+  pub index: u64,
+  pub tier: &'static str,
+  pub pre_tokens: u64,
+  pub post_tokens: u64,
+  pub pinned_segment_ids: Vec<String>,
+  pub elided_segment_digests: Vec<String>,
+  #[serde(skip_serializing_if = "Option::is_none")]
+  pub summary_schema_version: Option<u64>,
+  pub cache_state: &'static str,
+  pub metered_cost: f64,
+  pub metered_basis: &'static str,
+  pub modeled_net_tokens: i64,
+  pub modeled_basis: &'static str,
+  pub working_calls_after: u64,
+  /// Working calls made before this compaction (not serialized).
+  #[serde(skip)]
+  pub calls_before: u64,
+}
+
+impl ReceiptCompaction {
+  /// `modeledNetTokens = (pre − post) × after − (after > 0 ? post : 0)`, at run end.
+  pub fn finish(&mut self, working_calls: u64) {
+    let after = working_calls.saturating_sub(self.calls_before);
+    self.working_calls_after = after;
+    let saved = self.pre_tokens as i64 - self.post_tokens as i64;
+    self.modeled_net_tokens = saved * after as i64 - if after > 0 { self.post_tokens as i64 } else { 0 };
+  }
 }
 
 /// `receipt.resume` of a resumed durable run.

@@ -43,6 +43,7 @@ pub struct DurableSetup {
 pub struct Prepared {
   limits: RunLimits,
   meter: Option<Meter>,
+  compaction: Option<crate::compaction::Compaction>,
   options: RunOptionsSpec,
 }
 
@@ -50,9 +51,11 @@ impl Prepared {
   pub fn new(options: RunOptionsSpec) -> Result<Self, OptionError> {
     let limits = options.limits()?;
     let meter = options.budget()?;
+    let compaction = options.compaction()?;
     Ok(Self {
       limits,
       meter,
+      compaction,
       options,
     })
   }
@@ -97,6 +100,7 @@ pub async fn run_agent(
   let Prepared {
     limits,
     meter,
+    compaction,
     options,
   } = prepared;
   let run_id = options.run_id.clone();
@@ -199,6 +203,9 @@ pub async fn run_agent(
     meter,
     true,
   );
+  if let Some(c) = compaction {
+    level.enable_compaction(c);
+  }
   level.seed(options.history);
   if let Some(state) = &resume {
     level.restore(state);
@@ -378,6 +385,9 @@ struct BudgetDigest {
   initial_tokens: Option<f64>,
   output_floor_tokens: Option<f64>,
   on_exhausted: String,
+  /// Normalized, and only when given: journals written before knap compacted keep their digest.
+  #[serde(skip_serializing_if = "Option::is_none")]
+  compaction: Option<crate::compaction::Compaction>,
 }
 
 impl From<&super::spec::BudgetSpec> for BudgetDigest {
@@ -392,6 +402,11 @@ impl From<&super::spec::BudgetSpec> for BudgetDigest {
           .unwrap_or(crate::limits::OUTPUT_CLAMP_FLOOR_TOKENS as f64),
       ),
       on_exhausted: b.on_exhausted.clone().unwrap_or_else(|| "compact".into()),
+      compaction: b
+        .compaction
+        .as_ref()
+        .filter(|c| !c.is_null())
+        .and_then(|c| crate::compaction::normalize(Some(c)).ok()),
     }
   }
 }

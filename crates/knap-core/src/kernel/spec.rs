@@ -121,6 +121,9 @@ pub struct BudgetSpec {
   pub initial_tokens: Option<f64>,
   pub output_floor_tokens: Option<f64>,
   pub on_exhausted: Option<String>,
+  /// `CompactionOptions`, normalized by `crate::compaction::normalize`.
+  #[serde(default)]
+  pub compaction: Option<Value>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -337,6 +340,15 @@ impl RunOptionsSpec {
       }
     }
     Ok(Some(Meter::new(denom, max, initial, floor)))
+  }
+
+  /// The root's compaction options: a budget whose `onExhausted` is `"compact"` (the default).
+  pub fn compaction(&self) -> Result<Option<crate::compaction::Compaction>, OptionError> {
+    let Some(b) = &self.budget else {
+      return Ok(None);
+    };
+    let options = crate::compaction::normalize(b.compaction.as_ref())?;
+    Ok((b.on_exhausted.as_deref().unwrap_or("compact") == "compact").then_some(options))
   }
 }
 

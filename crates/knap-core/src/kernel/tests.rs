@@ -21,6 +21,9 @@ use crate::tools::{ShellTools, ShellToolsConfig};
 struct Call {
   append: Vec<Value>,
   system_prompt: Option<String>,
+  conversation: u64,
+  max_tokens: Option<u64>,
+  context: Option<Vec<Value>>,
 }
 
 #[derive(Default)]
@@ -92,6 +95,12 @@ impl Host for FakeHost {
     self.calls.lock().unwrap().push(Call {
       append,
       system_prompt: call.system_prompt.clone(),
+      conversation: call.conversation,
+      max_tokens: call.max_tokens,
+      context: call
+        .context
+        .as_ref()
+        .map(|c| c.iter().map(|m| serde_json::to_value(m).unwrap()).collect()),
     });
     let next = self.turns.lock().unwrap().pop_front();
     if let Some(m) = &next {
@@ -1249,4 +1258,111 @@ async fn nested_calls_left_running_are_aborted_and_the_container_fails_unquiesce
   );
   let events = nested_events(&host);
   assert_eq!(events[1]["result"], "cave_nested_tool_aborted");
+}
+
+fn compacting_agent() -> AgentSpec {
+  let mut a = agent(vec![host_tool("lookup", 0, "read", 1000)], json!({}));
+  a.model.max_tokens = Some(100);
+  a
+}
+
+#[tokio::test]
+async fn a_budget_compacts_by_evicting_old_tool_output() {
+  let big = "x".repeat(8_000);
+  let host = Arc::new(FakeHost::new(vec![
+    turn("", &[("lookup", json!({"q": big}))]),
+    turn("", &[("lookup", json!({"q": "b"}))]),
+    turn("done", &[]),
+  ]));
+  let budget = json!({"budget": {"maxTokens": 10_000, "compaction": {"keepRecentTokens": 10}}});
+  let r = go(host.clone(), compacting_agent(), options(budget)).await.unwrap();
+  assert_eq!(r["text"], "done");
+  let c = &r["receipt"]["compactions"];
+  assert_eq!(c.as_array().unwrap().len(), 1, "{c}");
+  let c = &c[0];
+  assert_eq!(c["tier"], "evicted");
+  assert_eq!(c["index"], 0);
+  assert_eq!(c["pinnedSegmentIds"], json!(["runtime.user_intent.0"]));
+  assert_eq!(c["elidedSegmentDigests"].as_array().unwrap().len(), 1);
+  assert_eq!(c["meteredCost"], 0.0);
+  assert_eq!(c["workingCallsAfter"], 1);
+  assert!(c.get("summarySchemaVersion").is_none());
+  let (pre, post) = (c["preTokens"].as_i64().unwrap(), c["postTokens"].as_i64().unwrap());
+  assert!(pre - post > 1_500, "the 8,000-byte output went: {pre} -> {post}");
+  assert_eq!(c["modeledNetTokens"].as_i64().unwrap(), (pre - post) - post);
+  assert_eq!(r["receipt"]["calls"].as_array().unwrap().len(), 3, "eviction makes no provider call");
+  let calls = host.calls.lock().unwrap();
+  assert!(calls[1].context.is_none());
+  let context = calls[2].context.as_ref().expect("the compacted context goes with the next call");
+  assert_eq!(context.len(), 5);
+  let pointer = context[2]["content"][0]["text"].as_str().unwrap();
+  assert!(pointer.starts_with("[cave: output of lookup (call c0-lookup) elided by compaction: 8005 bytes, sha256:"), "{pointer}");
+  assert_eq!(context[4]["content"][0]["text"], "echo b", "the tail is verbatim");
+  assert_eq!(calls[2].append.len(), 2, "the host's own transcript still gets the new messages");
+  let v = crate::receipt_check::validate_receipt_json(&r["receipt"].to_string());
+  assert!(v.is_ok(), "{v:?}");
+}
+
+#[tokio::test]
+async fn a_budget_compacts_by_summarizing_with_one_metered_call() {
+  let long_text = "y".repeat(8_000);
+  let summary = r#"{"schema_version":2,"goal":"look things up","state":"a and b looked up","anchors":[{"kind":"fact","value":"a"}]}"#;
+  let host = Arc::new(FakeHost::new(vec![
+    turn(&long_text, &[("lookup", json!({"q": "a"}))]),
+    turn("", &[("lookup", json!({"q": "b"}))]),
+    turn(summary, &[]),
+    turn("done", &[]),
+  ]));
+  let budget = json!({"budget": {"maxTokens": 8_000, "compaction": {"keepRecentTokens": 10, "minYieldTokens": 1, "summaryMaxTokens": 50}}});
+  let r = go(host.clone(), compacting_agent(), options(budget)).await.unwrap();
+  assert_eq!(r["text"], "done");
+  let c = &r["receipt"]["compactions"][0];
+  assert_eq!(c["tier"], "summarized", "{}", r["receipt"]);
+  assert_eq!(c["summarySchemaVersion"], 2);
+  assert_eq!(c["meteredCost"], 110.0, "the summarizer's usage, in tokens");
+  assert_eq!(c["elidedSegmentDigests"].as_array().unwrap().len(), 2);
+  assert_eq!(c["workingCallsAfter"], 1);
+  assert_eq!(r["receipt"]["calls"].as_array().unwrap().len(), 4, "the summarizer call is on the receipt");
+  assert_eq!(r["receipt"]["spent"], 440.0);
+  assert_eq!(r["inputTokens"], 400);
+  let calls = host.calls.lock().unwrap();
+  let summarizer = &calls[2];
+  assert_ne!(summarizer.conversation, calls[0].conversation);
+  assert_eq!(summarizer.max_tokens, Some(50));
+  assert!(summarizer.system_prompt.as_deref().is_some_and(|s| s.starts_with("Be brief.")));
+  let instruction = summarizer.append.last().unwrap()["content"].as_str().unwrap();
+  assert!(instruction.contains("\"schema_version\":2") && instruction.contains("- message.1 assistant sha256:"), "{instruction}");
+  let context = calls[3].context.as_ref().unwrap();
+  assert_eq!(context.len(), 4, "prompt, summary, last turn and its result");
+  assert_eq!(context[0]["content"][0]["text"], "go");
+  let rendered = context[1]["content"].as_str().unwrap();
+  assert!(rendered.starts_with("<cave-context-summary>\n{\"schema_version\":2,\"goal\":\"look things up\""), "{rendered}");
+  assert_eq!(context[3]["content"][0]["text"], "echo b");
+  let v = crate::receipt_check::validate_receipt_json(&r["receipt"].to_string());
+  assert!(v.is_ok(), "{v:?}");
+}
+
+#[tokio::test]
+async fn an_unusable_summary_or_stop_leaves_the_context_alone() {
+  let long_text = "y".repeat(8_000);
+  let host = Arc::new(FakeHost::new(vec![
+    turn(&long_text, &[("lookup", json!({"q": "a"}))]),
+    turn("", &[("lookup", json!({"q": "b"}))]),
+    turn("here is a summary in prose", &[]),
+    turn("done", &[]),
+  ]));
+  let budget = json!({"budget": {"maxTokens": 8_000, "compaction": {"keepRecentTokens": 10, "minYieldTokens": 1, "summaryMaxTokens": 50}}});
+  let r = go(host.clone(), compacting_agent(), options(budget)).await.unwrap();
+  assert_eq!(r["receipt"]["compactions"], json!([]));
+  assert_eq!(r["receipt"]["calls"].as_array().unwrap().len(), 4, "the paid summarizer call is still metered");
+  assert!(host.calls.lock().unwrap()[3].context.is_none());
+  // onExhausted: "stop" never compacts.
+  let host = Arc::new(FakeHost::new(vec![
+    turn(&long_text, &[("lookup", json!({"q": "a"}))]),
+    turn("", &[("lookup", json!({"q": "b"}))]),
+    turn("done", &[]),
+  ]));
+  let budget = json!({"budget": {"maxTokens": 8_000, "onExhausted": "stop", "compaction": {"keepRecentTokens": 10, "minYieldTokens": 1}}});
+  let r = go(host.clone(), compacting_agent(), options(budget)).await.unwrap();
+  assert_eq!((r["text"].as_str(), r["receipt"]["calls"].as_array().unwrap().len()), (Some("done"), 3));
 }

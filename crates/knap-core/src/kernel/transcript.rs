@@ -20,6 +20,13 @@ pub(super) struct Transcript {
   context_bytes: Option<usize>,
   pub message_count: usize,
   pub last_assistant: Option<AssistantMessage>,
+  /// The provider-visible context, kept only when this run may compact (a compaction rewrites
+  /// it; the host's own transcript and the journal stay append-only).
+  context: Option<Vec<Message>>,
+  /// The system prompt's and tool schemas' bytes (a compacted context is re-measured on them).
+  fixed_bytes: usize,
+  /// A compaction's context, sent with the next call (the host replaces what the provider sees).
+  replaced: bool,
 }
 
 impl Transcript {
@@ -34,7 +41,47 @@ impl Transcript {
       context_bytes: measure.then_some(0),
       message_count: 0,
       last_assistant: None,
+      context: None,
+      fixed_bytes: 0,
+      replaced: false,
     }
+  }
+
+  /// Keep the provider-visible context (a run that may compact).
+  pub fn keep_context(&mut self) {
+    self.context.get_or_insert_with(Vec::new);
+  }
+
+  pub fn fixed_bytes(&self) -> usize {
+    self.fixed_bytes
+  }
+
+  pub fn context(&self) -> &[Message] {
+    self.context.as_deref().unwrap_or_default()
+  }
+
+  /// A compaction's result: what the provider sees from the next call on.
+  pub fn replace_context(&mut self, messages: Vec<Message>) {
+    self.context_bytes = self
+      .context_bytes
+      .map(|_| self.fixed_bytes + messages.iter().map(Message::json_len).sum::<usize>());
+    self.message_count = messages.len();
+    self.context = Some(messages);
+    self.replaced = true;
+  }
+
+  /// The compacted context for the next call, once.
+  pub fn take_replaced(&mut self) -> Option<Vec<Message>> {
+    if !std::mem::replace(&mut self.replaced, false) {
+      return None;
+    }
+    self.context.clone()
+  }
+
+  /// The system prompt and tool schemas: counted once, and again after every compaction.
+  pub fn count_fixed(&mut self, bytes: usize) {
+    self.fixed_bytes += bytes;
+    self.count_bytes(bytes);
   }
 
   /// Counts toward the context size (the system prompt and tool schemas, at the start).
@@ -53,6 +100,9 @@ impl Transcript {
       self.count_bytes(message.json_len());
     }
     self.message_count += 1;
+    if let Some(c) = &mut self.context {
+      c.push(message.clone());
+    }
   }
 
   /// Earlier messages the host gets ahead of this run's prompt (a conversation's history, a

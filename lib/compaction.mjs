@@ -1,48 +1,66 @@
 // `@caveman-ai/agent/compaction`: `normalizeCompaction` (RunBudget.compaction's defaults and
-// checks) and the summary schema version. knap's kernel does not compact yet: the summary and
+// checks) and the context-summary helpers, over knap-core's compaction engine (the one the kernel
+// runs for `budget.onExhausted: "compact"`). The summary is knap's JSON document with
+// `schema_version` 2 (the reference's schema was not available to match); the evaluation
 // harness helpers throw `cave_compaction_unsupported`.
-import { codedError } from "./native.mjs";
+import { native, codedError } from "./native.mjs";
 import { unsupported } from "./unsupported.mjs";
 
 export const SUMMARY_SCHEMA_VERSION = 2;
 
-const DEFAULTS = Object.freeze({
-  maxCompactions: 1,
-  keepRecentTokens: 8_000,
-  summaryMaxTokens: 2_048,
-  minYieldTokens: 20_000,
-  headroomCalls: 3,
-  pinnedUserTokens: 20_000,
-  preserveFirstUserMessage: true,
-});
 
-/** The compaction options with their defaults; a bad value is `cave_compaction_option_invalid`. */
+/** The compaction options with their defaults; a bad value is `cave_compaction_option_invalid:<key>`. */
 export function normalizeCompaction(options = {}) {
   if (options === null || typeof options !== "object") throw codedError("cave_compaction_option_invalid");
-  const out = { ...DEFAULTS };
-  for (const [key, value] of Object.entries(options)) {
-    if (value === undefined) continue;
-    if (key === "preserveFirstUserMessage") {
-      if (typeof value !== "boolean") throw codedError("cave_compaction_option_invalid", `cave_compaction_option_invalid:${key}`);
-    } else if (key === "summarizerModel") {
-      // A Pi model or "provider/id"; resolved by the run.
-    } else if (key in DEFAULTS) {
-      if (!Number.isSafeInteger(value) || value <= 0) throw codedError("cave_compaction_option_invalid", `cave_compaction_option_invalid:${key}`);
-    } else {
-      throw codedError("cave_compaction_option_invalid", `cave_compaction_option_invalid:${key}`);
-    }
-    out[key] = value;
-  }
+  // summarizerModel is a model object or "provider/id": carried, not normalized.
+  const { summarizerModel, ...rest } = options;
+  const out = JSON.parse(call(() => native.compactionNormalize(JSON.stringify(rest))));
+  if (summarizerModel !== undefined) out.summarizerModel = summarizerModel;
   return Object.freeze(out);
 }
 
-const WHY = "knap's kernel compaction, which is not built yet";
-export const contextSummarySources = unsupported("compaction", "contextSummarySources", WHY);
-export const latestContextSummary = unsupported("compaction", "latestContextSummary", WHY);
-export const parseContextSummary = unsupported("compaction", "parseContextSummary", WHY);
-export const renderSummary = unsupported("compaction", "renderSummary", WHY);
-export const summarizationInstruction = unsupported("compaction", "summarizationInstruction", WHY);
-export const validateContextSummaryTransition = unsupported("compaction", "validateContextSummaryTransition", WHY);
+function call(fn) {
+  try {
+    return fn();
+  } catch (error) {
+    throw codedError(error.code ?? String(error.message).split(":")[0], error.message);
+  }
+}
+
+const json = (v) => (v === undefined || v === null ? undefined : typeof v === "string" ? v : JSON.stringify(v));
+
+/** The messages a summary of `messages` would replace: `{id, role, sha256}` each. */
+export function contextSummarySources(messages, options) {
+  return JSON.parse(call(() => native.compactionSources(JSON.stringify(messages), json(options))));
+}
+
+/** The summary in the latest `<cave-context-summary>` user message, or `undefined`. */
+export function latestContextSummary(messages) {
+  const found = call(() => native.compactionLatestSummary(JSON.stringify(messages)));
+  return found == null ? undefined : Object.freeze(JSON.parse(found));
+}
+
+/** A summarizer's reply as a summary; throws `cave_context_summary_invalid`. */
+export function parseContextSummary(text) {
+  return Object.freeze(JSON.parse(call(() => native.compactionParseSummary(String(text)))));
+}
+
+/** The user message text that stands for summarized history. */
+export function renderSummary(summary) {
+  return call(() => native.compactionRenderSummary(JSON.stringify(summary)));
+}
+
+/** The final user message of a summarizer call. */
+export function summarizationInstruction(previousSummary, sources = []) {
+  return call(() => native.compactionInstruction(json(previousSummary), JSON.stringify(sources)));
+}
+
+/** `{ok, missingAnchors, errors}`: a later summary must keep every anchor of the previous one. */
+export function validateContextSummaryTransition(previous, next) {
+  return JSON.parse(call(() => native.compactionValidateTransition(json(previous), JSON.stringify(next))));
+}
+
+const WHY = "a summary-evaluation harness, which knap does not have";
 export const evaluateContextSummary = unsupported("compaction", "evaluateContextSummary", WHY);
 export const evaluateContextSummaryStability = unsupported("compaction", "evaluateContextSummaryStability", WHY);
 export const runContextCompactionHarness = unsupported("compaction", "runContextCompactionHarness", WHY);

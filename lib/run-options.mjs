@@ -40,7 +40,11 @@ export function refuseUnactedOptions(definition, options) {
   if (options.onBudgetExhausted !== undefined && options.onBudgetExhausted !== "stop") {
     throw unsupported("onBudgetExhausted", "knap's kernel does not escalate an exhausted budget yet; use \"stop\"");
   }
-  if (options.budget && options.budget.onExhausted === "compact" && options.budget.compaction !== undefined) {
-    throw unsupported("budget.compaction", "knap's kernel does not compact context yet; set budget.onExhausted: \"stop\"");
+  const compaction = options.budget?.compaction;
+  if (compaction && typeof compaction === "object") {
+    // The summarizer is the run's working model; the reference's rollover variant was not read.
+    for (const key of ["summarizerModel", "mode", "newContext"]) {
+      if (compaction[key] !== undefined) throw unsupported(`budget.compaction.${key}`, "knap's kernel summarizes with the run's own model and has no new-context rollover");
+    }
   }
 }

@@ -337,18 +337,27 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
       conv = { systemPrompt: (req.systemPrompt ?? "") + memoryBlock, tools: req.tools ?? [], messages: [], last: undefined };
       conversations.set(req.conversation, conv);
     }
-    if (conv.last) conv.messages.push(conv.last);
-    for (const m of req.append) conv.messages.push(m);
+    // conv.messages is the full, append-only transcript (a Conversation commits it); after a
+    // compaction conv.view is what the provider sees, and later messages join both.
+    if (conv.last) {
+      conv.messages.push(conv.last);
+      conv.view?.push(conv.last);
+    }
+    for (const m of req.append) {
+      conv.messages.push(m);
+      conv.view?.push(m);
+    }
+    if (req.context) conv.view = req.context.slice();
     conv.last = undefined;
     const { model, streamFn } = registry.models[req.modelKey];
     const callOptions = { signal: runAbort.signal, sessionId };
     if (req.maxTokens != null) callOptions.maxTokens = req.maxTokens;
     if (req.reasoning && req.reasoning !== "off") callOptions.reasoning = req.reasoning;
     if (options.cacheRetention !== undefined) callOptions.cacheRetention = options.cacheRetention;
-    const context = { systemPrompt: conv.systemPrompt, messages: conv.messages.slice(), tools: conv.tools };
+    const context = { systemPrompt: conv.systemPrompt, messages: (conv.view ?? conv.messages).slice(), tools: conv.tools };
     // The previous turn's recall goes just before the current prompt, on every root call; it is
     // never written into the conversation or the journal.
-    if (prep.recall?.prompt && req.conversation === 1) {
+    if (prep.recall?.prompt && req.conversation === 1 && !conv.view) {
       context.messages.splice(prep.claim?.history?.length ?? 0, 0, { role: "user", content: prep.recall.prompt, timestamp: Date.now() });
     }
     const onEvent = !quiet && req.conversation === 1 ? (event) => events.push({ type: "pi", runId, event }) : undefined;

@@ -807,8 +807,8 @@ export declare function createExecutionPolicy(planModeState?: PlanModeState, con
 export declare function createOutputPolicy(config?: OutputPolicyConfig): ContextLayer;
 export declare function middleTruncate(text: string, maxLength: number): string;
 
-// bashkit's types for compaction, context status and system context assembly (the context
-// status functions are exported below; the compaction and system-context ones not yet).
+// bashkit's types for compaction, context status and system context assembly (the compaction and
+// context status functions are exported below; the system-context ones not yet).
 export interface CompactConversationConfig {
   maxTokens: number;
   compactionThreshold?: number;
@@ -961,3 +961,13 @@ export declare function toAiSdkTools(
 export { discoverSkills, parseSkillMetadata, skillsToXml, loadSkillBundle, loadSkillBundles, fetchSkill, fetchSkills, setupAgentEnvironment } from "./skills.mjs";
 export type { DiscoverSkillsOptions, SkillBundle, SkillContent, AgentEnvironmentConfig, SetupResult } from "./skills.mjs";
 export { getContextStatus, contextNeedsAttention, contextNeedsCompaction, MODEL_CONTEXT_LIMITS } from "./context-status.mjs";
+export declare class CompactionError extends Error {
+  readonly name: "CompactionError";
+}
+export declare function compactConversation(messages: ModelMessage[], config: CompactConversationConfig, state?: CompactConversationState): Promise<CompactConversationResult>;
+export declare function createAutoCompaction(config: CompactConversationConfig): {
+  prepareStep: (args: { messages: ModelMessage[] }) => Promise<{ messages?: ModelMessage[] }>;
+  getState: () => Readonly<CompactConversationState>;
+};
+export declare function createCompactConfig(modelId: string, summarizerModel: LanguageModel, overrides?: Partial<Omit<CompactConversationConfig, "summarizerModel">>): CompactConversationConfig;
+export declare function createCompactConfigFromModels(modelId: string, summarizerModel: LanguageModel, modelsMap: Map<string, { contextLength?: number }>, overrides?: Partial<Omit<CompactConversationConfig, "summarizerModel">>): CompactConversationConfig;

@@ -17,3 +17,4 @@ export { createVercelSandbox, createE2BSandbox, ensureSandboxTools } from "./rem
 export { createRedisCacheStore } from "./redis-store.mjs";
 export { isDebugEnabled, getDebugLogs, clearDebugLogs, reinitDebugMode } from "../debug.mjs";
 export { getContextStatus, contextNeedsAttention, contextNeedsCompaction, MODEL_CONTEXT_LIMITS } from "./context-status.mjs";
+export { compactConversation, createAutoCompaction, createCompactConfig, createCompactConfigFromModels, CompactionError } from "./compaction.mjs";

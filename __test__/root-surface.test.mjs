@@ -247,7 +247,8 @@ test("normalizeCompaction applies the reference's defaults and checks", async ()
   assert.throws(() => knap.normalizeCompaction({ maxCompactions: 0 }), { code: "cave_compaction_option_invalid" });
   assert.throws(() => knap.normalizeCompaction({ preserveFirstUserMessage: 1 }), { code: "cave_compaction_option_invalid" });
   assert.equal(knap.SUMMARY_SCHEMA_VERSION, 2);
-  assert.throws(() => knap.renderSummary(), { code: "cave_compaction_unsupported" });
+  assert.throws(() => knap.renderSummary(), { code: "cave_context_summary_invalid" });
+  assert.throws(() => knap.evaluateContextSummary(), { code: "cave_compaction_unsupported" });
   const m = await import("knap/compaction");
   assert.equal(m.normalizeCompaction, knap.normalizeCompaction);
   const mem = await import("knap/memory");

@@ -27,6 +27,14 @@ function call(fn) {
   }
 }
 
+// A missing summary would otherwise surface as napi's argument-conversion error, which has no
+// cave_* code.
+function requireSummary(summary, where) {
+  if (summary === null || typeof summary !== "object") {
+    throw codedError("cave_context_summary_invalid", `cave_context_summary_invalid: ${where} needs a summary object (schema_version ${SUMMARY_SCHEMA_VERSION}), got ${summary === null ? "null" : typeof summary}`);
+  }
+}
+
 const json = (v) => (v === undefined || v === null ? undefined : typeof v === "string" ? v : JSON.stringify(v));
 
 /** The messages a summary of `messages` would replace: `{id, role, sha256}` each. */
@@ -47,6 +55,7 @@ export function parseContextSummary(text) {
 
 /** The user message text that stands for summarized history. */
 export function renderSummary(summary) {
+  requireSummary(summary, "renderSummary(summary)");
   return call(() => native.compactionRenderSummary(JSON.stringify(summary)));
 }
 
@@ -57,6 +66,7 @@ export function summarizationInstruction(previousSummary, sources = []) {
 
 /** `{ok, missingAnchors, errors}`: a later summary must keep every anchor of the previous one. */
 export function validateContextSummaryTransition(previous, next) {
+  requireSummary(next, "validateContextSummaryTransition(previous, next)");
   return JSON.parse(call(() => native.compactionValidateTransition(json(previous), JSON.stringify(next))));
 }
 

@@ -345,21 +345,31 @@ fn content_text(parts: &[Part]) -> String {
     .join("\n")
 }
 
+const POINTER_PREFIX: &str = "[cave: output of ";
+const POINTER_MARK: &str = " elided by compaction: ";
+
+/// Whether a tool result is already a citation pointer of an earlier eviction.
+fn is_pointer(content: &[Part]) -> bool {
+  matches!(content, [Part::Text(t)] if t.text.starts_with(POINTER_PREFIX) && t.text.contains(POINTER_MARK))
+}
+
 /// The evict rung: every tool result before `tail_start` becomes a citation pointer naming the
 /// tool, the call, its size and digest, kept only where it is shorter than the original.
-/// Returns the evicted context and the digests of the outputs it elided.
+/// Returns the evicted context and the digests of the outputs it elided. A pointer left by an
+/// earlier compaction stays as it is: a pointer to a pointer would save a few bytes, count as
+/// an eviction and block the summarize rung of a later compaction.
 pub fn evict(messages: &[Message], tail_start: usize) -> (Vec<Message>, Vec<String>) {
   let mut digests = Vec::new();
   let out = messages
     .iter()
     .enumerate()
     .map(|(i, m)| match m {
-      Message::ToolResult(r) if i < tail_start => {
+      Message::ToolResult(r) if i < tail_start && !is_pointer(&r.content) => {
         let original = serde_json::to_string(&r.content).unwrap_or_default();
         let digest = sha256_hex(original.as_bytes());
         let text = content_text(&r.content);
         let pointer = format!(
-          "[cave: output of {} (call {}) elided by compaction: {} bytes, sha256:{}]",
+          "{POINTER_PREFIX}{} (call {}){POINTER_MARK}{} bytes, sha256:{}]",
           r.tool_name,
           r.tool_call_id,
           text.len(),
@@ -624,6 +634,10 @@ mod tests {
     // A short result is not replaced by a longer pointer.
     let (same, none) = evict(&[assistant_call("z"), result("z", "ok"), user("next")], 2);
     assert!(none.is_empty() && same[1] == result("z", "ok"));
+    // A second eviction leaves the first one's pointers alone.
+    let (again, more) = evict(&evicted, evicted.len());
+    assert_eq!(more.len(), 0, "nothing left to elide");
+    assert_eq!(again, evicted);
   }
 
   #[test]

@@ -1,0 +1,281 @@
+// Compaction end to end (issue 12): `budget.onExhausted: "compact"` in run() with a scripted model
+// (eviction, then a metered summarizer call, and what the model sees afterwards), the options
+// knap refuses, and knap/ai-sdk's bashkit compaction helpers checked against bashkit 0.7.1 itself
+// on the same messages and the same AI SDK mock model.
+import test from "node:test";
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { MockLanguageModelV3 } from "ai/test";
+import * as bashkit from "bashkit";
+import { run, tool, schema, validateRunReceipt } from "../lib/index.mjs";
+import { fauxModel } from "../lib/testing.mjs";
+import { native } from "../lib/native.mjs";
+import * as knapAi from "knap/ai-sdk";
+import { recordingStream, hostAgent } from "./run-helpers.mjs";
+
+const BIG_OUTPUT = "x".repeat(30_000); // under the 32,768-byte inline limit of a tool result
+const LONG_TEXT = "y".repeat(40_000);
+const SUMMARY = { schema_version: 2, goal: "fetch and note", state: "fetched once, noted three times", anchors: [{ kind: "fact", value: "fetched" }] };
+
+function compactingRun(turns, budget) {
+  const fetchTool = tool({ name: "fetch", description: "fetch a page", input: schema.object({}), effect: "read", allowRepeat: true, execute: () => BIG_OUTPUT });
+  const noteTool = tool({ name: "note", description: "take a note", input: schema.object({}), effect: "read", allowRepeat: true, execute: () => "noted" });
+  const { streamFn, calls } = recordingStream(turns);
+  const def = hostAgent("compacting", [fetchTool, noteTool]);
+  const result = run(def, "go", { ensureRuntime: false, model: fauxModel(), streamFn, budget });
+  return { result, calls };
+}
+
+// call 1 fetches 30,000 bytes; after call 2 the budget cannot afford 4 more calls of that context,
+// so the old fetch output is evicted; call 3 writes 40,000 bytes of text (nothing to evict), so
+// after call 4 the history is summarized (call 5, the summarizer), and call 6 answers.
+const WORKING = [
+  { toolCalls: [{ name: "fetch" }] },
+  { toolCalls: [{ name: "note" }] },
+  { text: LONG_TEXT, toolCalls: [{ name: "note" }] },
+  { toolCalls: [{ name: "note" }] },
+];
+const OPTIONS = { maxCompactions: 2, keepRecentTokens: 10, minYieldTokens: 1, summaryMaxTokens: 300 };
+
+const text = (m) => (typeof m.content === "string" ? m.content : m.content.map((p) => p.text ?? "").join(""));
+const sha256 = (s) => createHash("sha256").update(s).digest("hex");
+
+test('budget.onExhausted "compact": eviction, then one metered summarizer call; the model sees the compacted context', async () => {
+  const { result, calls } = compactingRun([...WORKING, { text: JSON.stringify(SUMMARY) }, { text: "done" }], { maxTokens: 30_000, compaction: OPTIONS });
+  const r = await result;
+  assert.equal(r.stopReason, "complete");
+  assert.equal(r.text, "done");
+  const receipt = r.receipt;
+  assert.deepEqual(receipt.compactions.map((c) => [c.index, c.tier]), [[0, "evicted"], [1, "summarized"]]);
+  const [evicted, summarized] = receipt.compactions;
+
+  // Eviction: no provider call; the fetch output became a pointer carrying its digest.
+  const fetchDigest = sha256(JSON.stringify([{ type: "text", text: BIG_OUTPUT }]));
+  assert.deepEqual(evicted.elidedSegmentDigests, [fetchDigest]);
+  assert.equal(evicted.meteredCost, 0);
+  assert.equal(evicted.summarySchemaVersion, undefined);
+  assert.deepEqual(evicted.pinnedSegmentIds, ["runtime.user_intent.0"]);
+  assert.ok(evicted.preTokens - evicted.postTokens > 7_000, `${evicted.preTokens} -> ${evicted.postTokens}`);
+  assert.equal(evicted.workingCallsAfter, 3, "working calls 3, 4 and 6 came after it (call 5 is the summarizer)");
+
+  assert.equal(calls.length, 6);
+  assert.equal(text(calls[1].messages[2]), BIG_OUTPUT, "before the eviction the model saw the whole output");
+  const seen3 = calls[2].messages;
+  assert.deepEqual(seen3.map((m) => m.role), ["user", "assistant", "toolResult", "assistant", "toolResult"]);
+  assert.equal(text(seen3[2]), `[cave: output of fetch (call scripted-1-0) elided by compaction: 30000 bytes, sha256:${fetchDigest}]`);
+  assert.equal(text(seen3[4]), "noted", "the recent tail is verbatim");
+
+  // The summarizer: same system prompt and tools as a working call, summaryMaxTokens, the
+  // evicted history plus the instruction; metered on the same budget and on receipt.calls.
+  const summarizer = calls[4];
+  assert.equal(summarizer.maxTokens, 300);
+  assert.equal(summarizer.systemPrompt, calls[3].systemPrompt);
+  assert.deepEqual(summarizer.tools, calls[3].tools);
+  const history = summarizer.messages.slice(0, -1);
+  assert.deepEqual(history.map((m) => m.role), calls[3].messages.map((m) => m.role).concat(["assistant", "toolResult"]));
+  assert.equal(text(history[2]), text(seen3[2]), "the summarizer sees the evicted context, not the original output");
+  const instruction = summarizer.messages.at(-1);
+  assert.equal(instruction.role, "user");
+  assert.match(text(instruction), /"schema_version":2/);
+  assert.equal(summarized.summarySchemaVersion, 2);
+  assert.equal(summarized.meteredCost, 110, "the summarizer's own usage (100 in + 10 out), in tokens");
+  assert.equal(summarized.workingCallsAfter, 1);
+  assert.ok(summarized.postTokens < summarized.preTokens);
+  assert.equal(summarized.modeledNetTokens, (summarized.preTokens - summarized.postTokens) * 1 - summarized.postTokens);
+  assert.equal(receipt.calls.length, 6, "the summarizer call is on the receipt");
+  assert.equal(receipt.spent, 6 * 110);
+  assert.equal(r.inputTokens, 600, "its usage adds to the run totals");
+
+  // After the summary: the pinned prompt, the summary message, then the verbatim last turn.
+  const seen6 = calls[5].messages;
+  assert.deepEqual(seen6.map((m) => m.role), ["user", "user", "assistant", "toolResult"]);
+  assert.equal(text(seen6[0]), "go");
+  const rendered = text(seen6[1]);
+  assert.ok(rendered.startsWith("<cave-context-summary>\n") && rendered.endsWith("\n</cave-context-summary>"), rendered);
+  const shown = JSON.parse(rendered.slice("<cave-context-summary>\n".length, -"\n</cave-context-summary>".length));
+  assert.equal(shown.schema_version, 2);
+  assert.equal(shown.goal, SUMMARY.goal);
+  assert.deepEqual(shown.anchors, SUMMARY.anchors);
+  assert.equal(text(seen6[3]), "noted");
+  assert.ok(!JSON.stringify(seen6).includes("yyyyyyyy"), "the 40,000-byte turn was summarized away");
+  assert.doesNotThrow(() => validateRunReceipt(receipt));
+});
+
+test("a summary that does not parse is paid for and metered, and the context stays as it was", async () => {
+  const { result, calls } = compactingRun([...WORKING, { text: "a summary in prose" }, { text: "done" }], { maxTokens: 30_000, compaction: OPTIONS });
+  const r = await result;
+  assert.equal(r.text, "done");
+  assert.deepEqual(r.receipt.compactions.map((c) => c.tier), ["evicted"]);
+  assert.equal(r.receipt.calls.length, 6);
+  assert.equal(r.receipt.spent, 6 * 110);
+  assert.ok(JSON.stringify(calls[5].messages).includes("yyyyyyyy"), "the history was not replaced");
+});
+
+test('budget.onExhausted "stop" never compacts: every call sees the whole history', async () => {
+  const { result, calls } = compactingRun([...WORKING, { text: "done" }], { maxTokens: 30_000, onExhausted: "stop", compaction: OPTIONS });
+  const r = await result;
+  assert.equal(r.text, "done");
+  assert.deepEqual(r.receipt.compactions, []);
+  assert.equal(calls.length, 5);
+  for (const c of calls.slice(1)) assert.equal(text(c.messages[2]), BIG_OUTPUT);
+  assert.deepEqual(calls.map((c) => c.messages.length), [1, 3, 5, 7, 9]);
+});
+
+test("compaction options knap does not act on are refused by name; bad values keep the reference's code", async () => {
+  for (const [key, value] of [["summarizerModel", "anthropic/claude-haiku-4-5"], ["mode", "new-context"], ["newContext", async () => "seed"]]) {
+    const { result, calls } = compactingRun([{ text: "never" }], { maxTokens: 30_000, compaction: { [key]: value } });
+    await assert.rejects(result, (e) => {
+      assert.equal(e.code, "cave_run_option_unsupported");
+      assert.ok(e.message.startsWith(`cave_run_option_unsupported:budget.compaction.${key}:`), e.message);
+      return true;
+    });
+    assert.equal(calls.length, 0, `${key}: refused before any provider call`);
+  }
+  const { result } = compactingRun([{ text: "never" }], { maxTokens: 30_000, compaction: { keepRecentTokens: 0 } });
+  await assert.rejects(result, (e) => e.code === "cave_compaction_option_invalid" && e.message.includes("keepRecentTokens"));
+});
+
+// ---- knap/ai-sdk against bashkit 0.7.1 ----
+
+/** An AI SDK mock model that answers every call with `reply` and records each prompt. */
+function summarizer(reply = "SUMMARY TEXT") {
+  const prompts = [];
+  const model = new MockLanguageModelV3({
+    doGenerate: async (options) => {
+      prompts.push(options.prompt);
+      if (reply instanceof Error) throw reply;
+      return { content: [{ type: "text", text: reply }], finishReason: { unified: "stop", raw: undefined }, usage: { inputTokens: { total: 1, noCache: 1 }, outputTokens: { total: 1, text: 1 } }, warnings: [] };
+    },
+  });
+  return { model, prompts };
+}
+
+const toolCall = (id, toolName, input) => ({ role: "assistant", content: [{ type: "tool-call", toolCallId: id, toolName, input }] });
+const toolResult = (id, toolName, value) => ({ role: "tool", content: [{ type: "tool-result", toolCallId: id, toolName, output: { type: "text", value } }] });
+
+/** 16 messages: text turns, file tools (read/write/edit), a long tool input, a tool call and its result at the split point. */
+function conversation() {
+  return [
+    { role: "user", content: "Refactor the parser in src/parse.ts — keep the API" },
+    { role: "assistant", content: [{ type: "text", text: "Reading it first." }] },
+    toolCall("c1", "Read", { file_path: "src/parse.ts" }),
+    toolResult("c1", "Read", "export function parse(s) { return s.split(','); }\n".repeat(40)),
+    toolCall("c2", "Write", { file_path: "src/<new>&parse.ts", content: "z".repeat(900) }),
+    toolResult("c2", "Write", "ok"),
+    { role: "user", content: [{ type: "text", text: "Also add tests, ünïcödé and all" }] },
+    toolCall("c3", "Edit", { file_path: "test/parse.test.ts", old_string: "a", new_string: "b" }),
+    toolResult("c3", "Edit", "edited"),
+    toolCall("c4", "Bash", { command: "npm test" }),
+    toolResult("c4", "Bash", "1 passing"),
+    { role: "assistant", content: "Tests pass." },
+    { role: "user", content: "Now document it" },
+    toolCall("c5", "Read", { file_path: "README.md" }),
+    toolResult("c5", "Read", "# parser"),
+    { role: "assistant", content: "Documented." },
+  ];
+}
+
+async function both(messages, config, state) {
+  const k = summarizer();
+  const b = summarizer();
+  const knap = await knapAi.compactConversation(messages, { ...config, summarizerModel: k.model }, state);
+  const ref = await bashkit.compactConversation(messages, { ...config, summarizerModel: b.model }, state);
+  return { knap, ref, knapPrompts: k.prompts, refPrompts: b.prompts };
+}
+
+test("compactConversation: the same split, summarizer prompt and new history as bashkit's", async () => {
+  for (const protectRecentMessages of [undefined, 3, 6, 11, 15]) {
+    const config = { maxTokens: 100, protectRecentMessages, taskContext: "Refactor the parser", summaryInstructions: "Keep file paths." };
+    const { knap, ref, knapPrompts, refPrompts } = await both(conversation(), config);
+    assert.equal(knap.didCompact, true, `protect ${protectRecentMessages}`);
+    assert.equal(knapPrompts.length, 1);
+    assert.deepEqual(knapPrompts, refPrompts, `protect ${protectRecentMessages}: the summarizer prompt`);
+    assert.deepEqual(knap, ref, `protect ${protectRecentMessages}: messages and state`);
+    // The kept tail never starts on a tool result.
+    assert.notEqual(knap.messages[2].role, "tool");
+  }
+  // A later compaction carries the previous summary, and no task context or instructions.
+  const { knap, ref, knapPrompts, refPrompts } = await both(conversation(), { maxTokens: 100, protectRecentMessages: 1 }, { conversationSummary: "EARLIER SUMMARY" });
+  assert.deepEqual(knapPrompts, refPrompts);
+  assert.deepEqual(knap, ref);
+  assert.match(knapPrompts[0][0].content[0].text, /<previous-summary>\nEARLIER SUMMARY\n<\/previous-summary>/);
+  assert.match(knapPrompts[0][0].content[0].text, /Read: README\.md, src\/parse\.ts\nModified: src\/&lt;new&gt;&amp;parse\.ts, test\/parse\.test\.ts/);
+});
+
+test("compactConversation: below the threshold, or with everything protected, nothing is summarized", async () => {
+  const messages = conversation();
+  for (const config of [{ maxTokens: 1_000_000 }, { maxTokens: 100, protectRecentMessages: 16 }, { maxTokens: 100, protectRecentMessages: 40 }]) {
+    const { knap, ref, knapPrompts } = await both(messages, config);
+    assert.equal(knap.didCompact, false);
+    assert.equal(knap.messages, messages, "the same array back");
+    assert.deepEqual(knap, ref);
+    assert.equal(knapPrompts.length, 0, "no summarizer call");
+  }
+  // compactionThreshold scales the limit: the same conversation compacts at a lower threshold.
+  const tokens = knapAi.getContextStatus(messages, 10_000).usedTokens;
+  const config = { maxTokens: Math.ceil(tokens / 0.5), compactionThreshold: 0.5 };
+  const { knap, ref } = await both(messages, config);
+  assert.equal(knap.didCompact, ref.didCompact);
+  assert.equal(knap.didCompact, true);
+  const { knap: above } = await both(messages, { maxTokens: tokens * 2 + 10, compactionThreshold: 0.5 });
+  assert.equal(above.didCompact, false);
+});
+
+test("createAutoCompaction: compacts only when critical, keeps the summary, retries once then throws CompactionError", async () => {
+  const messages = conversation();
+  const tokens = knapAi.getContextStatus(messages, 10_000).usedTokens;
+  const s = summarizer("FIRST");
+  const auto = knapAi.createAutoCompaction({ maxTokens: tokens * 10, summarizerModel: s.model });
+  assert.deepEqual(await auto.prepareStep({ messages }), {});
+  assert.equal(s.prompts.length, 0);
+
+  const s2 = summarizer("FIRST");
+  const auto2 = knapAi.createAutoCompaction({ maxTokens: tokens, summarizerModel: s2.model });
+  const b2 = summarizer("FIRST");
+  const ref2 = bashkit.createAutoCompaction({ maxTokens: tokens, summarizerModel: b2.model });
+  const step = await auto2.prepareStep({ messages });
+  assert.deepEqual(step, await ref2.prepareStep({ messages }));
+  assert.match(step.messages[0].content, /^\[Previous conversation summary\]\n\nFIRST\n\n\[Continuing from recent messages below\.\.\.\]$/);
+  assert.deepEqual(auto2.getState(), { conversationSummary: "FIRST" });
+  assert.deepEqual(s2.prompts, b2.prompts);
+
+  const failing = summarizer(new Error("provider down"));
+  const auto3 = knapAi.createAutoCompaction({ maxTokens: tokens, summarizerModel: failing.model, maxRetries: 0 });
+  await assert.rejects(auto3.prepareStep({ messages }), (e) => {
+    assert.ok(e instanceof knapAi.CompactionError);
+    assert.equal(e.name, "CompactionError");
+    assert.equal(e.message, "Conversation compaction failed after 2 attempts");
+    assert.match(String(e.cause?.message ?? e.cause), /provider down/);
+    return true;
+  });
+  // generateText retries a failing call itself (maxRetries 2 by default), then the helper tries twice.
+  assert.equal(failing.prompts.length % 2, 0);
+  assert.ok(failing.prompts.length >= 2);
+  assert.deepEqual(auto3.getState(), { conversationSummary: "" });
+});
+
+test("createCompactConfig(FromModels) and MODEL_CONTEXT_LIMITS match bashkit's", () => {
+  const m = summarizer().model;
+  // The same ids; the windows are knap's catalog's where it has the model (gemini-2.5-* is
+  // 1,048,576 there, 1,000,000 in bashkit's static table), else bashkit's.
+  assert.deepEqual(Object.keys(knapAi.MODEL_CONTEXT_LIMITS), Object.keys(bashkit.MODEL_CONTEXT_LIMITS));
+  for (const [id, window] of Object.entries(bashkit.MODEL_CONTEXT_LIMITS)) {
+    const catalog = ["anthropic", "openai", "google"].map((p) => native.catalogContextWindow(p, id)).find(Boolean);
+    assert.equal(knapAi.MODEL_CONTEXT_LIMITS[id], catalog ?? window, id);
+  }
+  const same = ["claude-sonnet-4-5", "gpt-4", "unknown-model"].filter((id) => knapAi.MODEL_CONTEXT_LIMITS[id] === bashkit.MODEL_CONTEXT_LIMITS[id]);
+  assert.ok(same.length >= 2, `${same}`);
+  for (const id of same) {
+    assert.deepEqual(knapAi.createCompactConfig(id, m, { protectRecentMessages: 4 }), bashkit.createCompactConfig(id, m, { protectRecentMessages: 4 }));
+  }
+  const models = new Map([["anthropic/claude-sonnet-4-5", { contextLength: 1_000_000 }]]);
+  assert.deepEqual(knapAi.createCompactConfigFromModels("anthropic/claude-sonnet-4-5", m, models), bashkit.createCompactConfigFromModels("anthropic/claude-sonnet-4-5", m, models));
+  assert.equal(knapAi.createCompactConfigFromModels("anthropic/claude-sonnet-4-5", m, models).maxTokens, 1_000_000);
+  let refMessage;
+  try {
+    bashkit.createCompactConfigFromModels("nope/nothing", m, models);
+  } catch (e) {
+    refMessage = e.message;
+  }
+  assert.throws(() => knapAi.createCompactConfigFromModels("nope/nothing", m, models), { message: refMessage });
+});

@@ -286,6 +286,17 @@ export interface BashCall {
   touchedAll: boolean
 }
 
+export declare function bashkitCompactionPlan(messagesJson: string, protectRecentMessages: number, taskContext: string | undefined | null, previousSummary: string, summaryInstructions?: string | undefined | null): BashkitCompactionPlan
+
+/**
+ * bashkit's `compactConversation` plan for AI SDK messages: `{splitAt, prompt}` (the prompt is
+ * empty when nothing is old enough to summarize).
+ */
+export interface BashkitCompactionPlan {
+  splitAt: number
+  prompt: string
+}
+
 /** bashkit's `discoverSkills`: `{skills: SkillMetadata[], warnings: string[]}` as JSON. */
 export declare function bashkitDiscoverSkills(paths: Array<string>): Promise<string>
 
@@ -472,7 +483,7 @@ export interface BindingProgressChunk {
 
 /** The hooks a run calls, one per concern. */
 export interface BindingRunHooks {
-  model: (request: { reply: number; conversation: number; modelKey: number; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string }) => void
+  model: (request: { reply: number; conversation: number; modelKey: number; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[] }) => void
   tool: (request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean; nested: boolean }) => void
   /** A `context.dispatch` settled: its value, or the error it failed with. */
   nested: (answer: { reply: number; ok: boolean; value?: unknown; message?: string; code?: string }) => void
@@ -646,6 +657,33 @@ export declare function checkProgramSource(code?: string | undefined | null): st
 
 /** The limits the JS layer of `knap/code` needs, from `knap_core::limits` (one place). */
 export declare function codingLimits(): BindingCodingLimits
+
+/** `summarizationInstruction(previous, sources)`. */
+export declare function compactionInstruction(previousJson: string | undefined | null, sourcesJson: string): string
+
+/**
+ * The summary of the latest `<cave-context-summary>` user message of `messages`, as JSON, or
+ * `null`.
+ */
+export declare function compactionLatestSummary(messagesJson: string): string | null
+
+/** `normalizeCompaction(options)` as JSON; throws `cave_compaction_option_invalid:<key>`. */
+export declare function compactionNormalize(optionsJson?: string | undefined | null): string
+
+/** `parseContextSummary(text)`: the summary as JSON, or throws `cave_context_summary_invalid`. */
+export declare function compactionParseSummary(text: string): string
+
+/** `renderSummary(summary)`: the `<cave-context-summary>` user message text. */
+export declare function compactionRenderSummary(summaryJson: string): string
+
+/**
+ * `contextSummarySources(messages, options?)`: what a summary of `messages` would replace (the
+ * head before the recent tail, without the pinned user requests), as JSON.
+ */
+export declare function compactionSources(messagesJson: string, optionsJson?: string | undefined | null): string
+
+/** `validateContextSummaryTransition(previous, next)` as JSON `{ok, missingAnchors, errors}`. */
+export declare function compactionValidateTransition(previousJson: string | undefined | null, nextJson: string): string
 
 /** The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS. */
 export declare const DURABLE_MAX_JOURNAL_BYTES: number

@@ -91,19 +91,38 @@ export declare function decideToolCall(policy: ToolCallPolicy, input: ToolCallPo
 // ---------- definitions ----------
 
 export type JSONSchema = Record<string, unknown>;
+
+declare const STATIC: unique symbol;
+declare const OPTIONAL_KEY: unique symbol;
+/**
+ * A JSON Schema that also carries, for the type checker only, the static type of the values it
+ * accepts (as TypeBox's `TSchema` does), so `result.output` is typed from an output schema.
+ * A plain JSON Schema object is a `TSchema<unknown>`.
+ */
+export type TSchema<T = unknown> = JSONSchema & { readonly [STATIC]?: T };
+/** The static type a schema accepts (`unknown` for a schema without one). */
+export type Static<S> = S extends { readonly [STATIC]?: infer T } ? T : unknown;
+/** `schema.optional(inner)`: an object property that may be absent. */
+export type TOptional<S extends TSchema> = S & { readonly [OPTIONAL_KEY]: true };
+type OptionalKeys<P> = { [K in keyof P]: P[K] extends { readonly [OPTIONAL_KEY]: true } ? K : never }[keyof P];
+type Flatten<T> = { [K in keyof T]: T[K] } & {};
+/** The static type of `schema.object(properties)`. */
+export type StaticObject<P extends Record<string, TSchema>> = Flatten<
+  { -readonly [K in Exclude<keyof P, OptionalKeys<P>>]: Static<P[K]> } & { -readonly [K in OptionalKeys<P>]?: Static<P[K]> }
+>;
 export interface SchemaBuilders {
-  any(options?: JSONSchema): JSONSchema;
-  string(options?: JSONSchema): JSONSchema;
-  number(options?: JSONSchema): JSONSchema;
-  integer(options?: JSONSchema): JSONSchema;
-  boolean(options?: JSONSchema): JSONSchema;
-  null(options?: JSONSchema): JSONSchema;
-  literal(value: string | number | boolean | null, options?: JSONSchema): JSONSchema;
-  array(items: JSONSchema, options?: JSONSchema): JSONSchema;
-  union(variants: JSONSchema[], options?: JSONSchema): JSONSchema;
-  enum(values: readonly unknown[], options?: JSONSchema): JSONSchema;
-  optional(inner: JSONSchema): JSONSchema;
-  object(properties: Record<string, JSONSchema>, options?: JSONSchema): JSONSchema;
+  any(options?: JSONSchema): TSchema<any>;
+  string(options?: JSONSchema): TSchema<string>;
+  number(options?: JSONSchema): TSchema<number>;
+  integer(options?: JSONSchema): TSchema<number>;
+  boolean(options?: JSONSchema): TSchema<boolean>;
+  null(options?: JSONSchema): TSchema<null>;
+  literal<const V extends string | number | boolean | null>(value: V, options?: JSONSchema): TSchema<V>;
+  array<S extends TSchema>(items: S, options?: JSONSchema): TSchema<Static<S>[]>;
+  union<const S extends readonly TSchema[]>(variants: S, options?: JSONSchema): TSchema<Static<S[number]>>;
+  enum<const V extends readonly unknown[]>(values: V, options?: JSONSchema): TSchema<V[number]>;
+  optional<S extends TSchema>(inner: S): TOptional<S>;
+  object<P extends Record<string, TSchema>>(properties: P, options?: JSONSchema): TSchema<StaticObject<P>>;
 }
 export declare const schema: SchemaBuilders;
 
@@ -130,12 +149,13 @@ export interface ToolOptions<TInput = any, TResult = unknown> {
 }
 export declare function tool<TInput = any, TResult = unknown>(options: ToolOptions<TInput, TResult>): ToolDefinition<TInput, TResult>;
 
-export interface OutputDefinition {
+/** The output contract; `S` is the schema's type (`undefined` without one). */
+export interface OutputDefinition<S extends TSchema | undefined = TSchema | undefined> {
   readonly kind: "output";
   readonly maxTokens: number;
-  readonly schema?: JSONSchema;
+  readonly schema?: S;
 }
-export declare function output(options: { maxTokens: number; schema?: JSONSchema }): OutputDefinition;
+export declare function output<S extends TSchema | undefined = undefined>(options: { maxTokens: number; schema?: S }): OutputDefinition<S>;
 
 export interface FileSource {
   readonly kind: "file";
@@ -149,10 +169,32 @@ export interface ContextDefinition {
   readonly source: unknown;
   readonly [key: string]: unknown;
 }
-export declare function context(options: { id: string; kind?: string; source: unknown; stability?: string; [key: string]: unknown }): ContextDefinition;
+// The reference exports these names without listing their values; knap passes them through.
+export type ContextKind = string;
+export type ContextStability = string;
+export type SafetyClass = string;
+export type ContextPriority = string;
+export type RecoveryKind = string;
+export type CacheRegion = string;
+export type PrivacyClass = string;
+export declare function context(options: {
+  id: string;
+  kind?: ContextKind;
+  source: unknown;
+  stability?: ContextStability;
+  safety?: SafetyClass;
+  priority?: ContextPriority;
+  recovery?: RecoveryKind;
+  cacheRegion?: CacheRegion;
+  privacy?: PrivacyClass;
+  opaque?: boolean;
+  ttlTurns?: number;
+  [key: string]: unknown;
+}): ContextDefinition;
 
 export type SandboxMode = "required" | "fixture" | "host";
-export interface AgentDefinition {
+/** A frozen definition; `TOutput` is its output schema's type (`undefined` without one). */
+export interface AgentDefinition<TOutput extends TSchema | undefined = TSchema | undefined> {
   readonly kind: "agent";
   readonly id: string;
   readonly instructions: string | FileSource;
@@ -163,9 +205,11 @@ export interface AgentDefinition {
   readonly sandbox: SandboxMode;
   readonly sandboxDeclared: boolean;
   readonly memory?: MemoryDefinition;
-  readonly output?: OutputDefinition;
+  readonly output?: OutputDefinition<TOutput>;
 }
-export declare function agent(options: {
+/** The static type of `run(definition).output`: the output schema's type, or `undefined`. */
+export type AgentOutput<D> = D extends AgentDefinition<infer S> ? (S extends TSchema ? Static<S> : undefined) : unknown;
+export declare function agent<TOutput extends TSchema | undefined = undefined>(options: {
   id: string;
   instructions: string | FileSource;
   model: ModelSpec;
@@ -173,9 +217,9 @@ export declare function agent(options: {
   tools?: ToolDefinition[];
   contexts?: ContextDefinition[];
   memory?: MemoryDefinition;
-  output?: OutputDefinition;
+  output?: OutputDefinition<TOutput>;
   sandbox?: SandboxMode;
-}): AgentDefinition;
+}): AgentDefinition<TOutput>;
 
 export declare function subagent(options: {
   name: string;
@@ -214,6 +258,8 @@ export interface Conversation {
   readonly sessionId: string;
   snapshot(): { messages: Message[] };
 }
+/** The `Conversation` class type (the reference's name for it). */
+export type ConversationState = Conversation;
 export declare function createConversation(): Conversation;
 
 // ---------- runs ----------
@@ -229,6 +275,8 @@ export interface RunBudget {
   initialTokens?: number;
   outputFloorTokens?: number;
   onExhausted?: "compact" | "stop";
+  /** How `onExhausted: "compact"` compacts; `summarizerModel` is refused for now (`cave_run_option_unsupported:budget.compaction.summarizerModel`). */
+  compaction?: import("./surface.mjs").CompactionOptions;
 }
 
 export interface RunBreakers {
@@ -258,7 +306,7 @@ export interface RunOptions {
   printReceipt?: boolean;
   sandboxProfile?: { network: boolean | Record<string, unknown>; childProcess: boolean; credentialEnv: readonly string[] };
   /** Refused (`cave_run_option_unsupported`) until knap's kernel acts on them. */
-  modelRouter?: (input: unknown) => unknown;
+  modelRouter?: ModelCallRouter;
   controller?: import("./surface.mjs").AgentRunController;
   budgetController?: import("./surface.mjs").BudgetController;
   onBudgetExhausted?: "stop" | import("./surface.mjs").BudgetExhaustionHandler;
@@ -330,6 +378,42 @@ export interface ReceiptResume {
   possibleDoubleCountCalls: number;
   discardedPartialTurn: boolean;
 }
+/** One entry of `receipt.compactions` (`budget.onExhausted: "compact"`). */
+export interface ReceiptCompaction {
+  index: number;
+  tier: "evicted" | "summarized" | "new-context";
+  preTokens: number;
+  postTokens: number;
+  pinnedSegmentIds: string[];
+  elidedSegmentDigests: string[];
+  /** Summarized compactions only. */
+  summarySchemaVersion?: number;
+  cacheState: "warm" | "cold" | "unknown";
+  meteredCost: number;
+  meteredBasis: "measured";
+  modeledNetTokens: number;
+  modeledBasis: "modeled";
+  workingCallsAfter: number;
+}
+
+/** `RunOptions.modelRouter` (knap refuses it for now: `cave_run_option_unsupported:modelRouter`). */
+export type ModelCallRouter = (input: ModelCallRouteInput) => ModelCallRouteDecision | Promise<ModelCallRouteDecision>;
+export interface ModelCallRouteInput {
+  readonly callIndex: number;
+  readonly role: "working" | "compaction";
+  readonly provider: string;
+  readonly currentModel: string;
+  readonly ctxTokens: number;
+  readonly hasImages: boolean;
+  readonly toolErrorStreak: number;
+  readonly previousUsage?: { readonly model: string; readonly inputTokens?: number; readonly cacheReadTokens: number; readonly cacheWriteTokens: number };
+}
+export interface ModelCallRouteDecision {
+  readonly model: string;
+  readonly reason: string;
+  readonly signals: readonly string[];
+}
+
 export interface RunReceipt {
   schema: "caveman.agent.run-receipt.v1";
   runId: string;
@@ -351,7 +435,7 @@ export interface RunReceipt {
   subagents: RunReceipt[];
   tranches: { amount: number; reason: string; atCall: number }[];
   breakers: BreakerEvent[];
-  compactions: unknown[];
+  compactions: ReceiptCompaction[];
   resume?: ReceiptResume;
 }
 
@@ -404,7 +488,7 @@ export declare class CavemanRunError extends Error {
   constructor(code: string, message: string, receipt: RunReceipt);
 }
 
-export declare function run(definition: AgentDefinition, input: AgentInput, options?: RunOptions): Promise<RunResult>;
+export declare function run<D extends AgentDefinition>(definition: D, input: AgentInput, options?: RunOptions): Promise<RunResult<AgentOutput<D>>>;
 export declare function stream(definition: AgentDefinition, input: AgentInput, options?: RunOptions): AsyncGenerator<CavemanRunEvent, void, unknown>;
 
 // ---------- durable stores ----------

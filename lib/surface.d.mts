@@ -1,6 +1,6 @@
 // Typings of the root's smaller exports (receipts, input, canonical JSON, durable summaries,
 // controllers, definition extras) and of the entry points that throw `cave_*_unsupported`.
-import type { AgentDefinition, RunOptions, RunReceipt, RunResult, AgentInput } from "./index.d.mts";
+import type { AgentDefinition, AgentOutput, RunOptions, RunReceipt, RunResult, AgentInput } from "./index.d.mts";
 
 export declare const AGENT_RUN_RECEIPT_SCHEMA: "caveman.agent.run-receipt.v1";
 export declare function defineRunReceipt(value: unknown): RunReceipt;
@@ -101,7 +101,7 @@ export interface AgentDefinitionTransform { readonly id: string; apply(definitio
 export declare function applyAgentDefinitionTransforms<D extends AgentDefinition>(definition: D, transforms: readonly AgentDefinitionTransform[]): D;
 export declare function verifySandboxConformance(): Promise<boolean>;
 export type AnyCaveBuildLock = Record<string, unknown>;
-export declare function runLocked(definition: AgentDefinition, input: AgentInput, build: AnyCaveBuildLock, options?: RunOptions): Promise<RunResult>;
+export declare function runLocked<D extends AgentDefinition>(definition: D, input: AgentInput, build: AnyCaveBuildLock, options?: RunOptions): Promise<RunResult<AgentOutput<D>>>;
 
 /** These throw `cave_<area>_unsupported`: they need the Caveman gateway, engine or compiler. */
 type Unsupported = (...args: unknown[]) => never;
@@ -136,6 +136,26 @@ export declare const SUMMARY_SCHEMA_VERSION: 2;
 export interface CompactionOptions { maxCompactions?: number; keepRecentTokens?: number; summaryMaxTokens?: number; minYieldTokens?: number; headroomCalls?: number; pinnedUserTokens?: number; preserveFirstUserMessage?: boolean; summarizerModel?: unknown }
 export type NormalizedCompaction = Readonly<Required<Omit<CompactionOptions, "summarizerModel">> & { summarizerModel?: unknown }>;
 export declare function normalizeCompaction(options?: CompactionOptions): NormalizedCompaction;
-export declare const contextSummarySources: Unsupported, latestContextSummary: Unsupported, parseContextSummary: Unsupported,
-  renderSummary: Unsupported, summarizationInstruction: Unsupported, validateContextSummaryTransition: Unsupported,
-  evaluateContextSummary: Unsupported, evaluateContextSummaryStability: Unsupported, runContextCompactionHarness: Unsupported;
+// knap's summary document (schema_version 2; the reference's schema was not available to match).
+export type ContextAnchorKind = "file" | "identifier" | "command" | "error" | "url" | "fact";
+export interface ContextAnchor { readonly kind: ContextAnchorKind; readonly value: string }
+export interface ContextSummary {
+  readonly schema_version: 2;
+  readonly goal: string;
+  readonly state: string;
+  readonly decisions?: readonly string[];
+  readonly open_items?: readonly string[];
+  readonly anchors?: readonly ContextAnchor[];
+}
+/** A message a summary replaces: `message.<index>`, its role and the sha256 of its JSON. */
+export interface ContextSummarySource { readonly id: string; readonly role: string; readonly sha256: string }
+export interface ContextSummaryValidation { readonly ok: boolean; readonly missingAnchors: readonly ContextAnchor[]; readonly errors: readonly string[] }
+/** The messages (Pi's shape) a summary of `messages` would replace. */
+export declare function contextSummarySources(messages: readonly object[], options?: CompactionOptions): ContextSummarySource[];
+export declare function latestContextSummary(messages: readonly object[]): ContextSummary | undefined;
+/** Throws `cave_context_summary_invalid`. */
+export declare function parseContextSummary(text: string): ContextSummary;
+export declare function renderSummary(summary: ContextSummary): string;
+export declare function summarizationInstruction(previousSummary: ContextSummary | undefined, sources?: readonly ContextSummarySource[]): string;
+export declare function validateContextSummaryTransition(previous: ContextSummary | undefined, next: ContextSummary): ContextSummaryValidation;
+export declare const evaluateContextSummary: Unsupported, evaluateContextSummaryStability: Unsupported, runContextCompactionHarness: Unsupported;

@@ -4,6 +4,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { PassThrough } from "node:stream";
+import fs from "node:fs";
+import path from "node:path";
 
 import { createCodingAgent, runCodingSession, streamCodingTurn, startCodingSession, codingModelsAtProviderBaseURL, OBSERVE_ONLY_BANNER } from "../lib/code.mjs";
 import { fauxModel, scriptedStream } from "../lib/testing.mjs";
@@ -229,4 +231,52 @@ test("streamCodingTurn: Pebble v1 events, one sequence per session, the turn rec
   while (!(step = await controlled.next()).done) refused.push(step.value);
   assert.deepEqual(refused.map((e) => e.kind), ["turn.start", "error", "turn.end"]);
   assert.match(refused[1].message, /^cave_run_option_unsupported:controller/);
+});
+
+test("programmatic mode in a whole session: the cell's reads run as nested calls, a denied nested write, the cell's output reaches the model", async (t) => {
+  const ws = tempWorkspace();
+  ws.write("a.txt", "alpha\n");
+  ws.write("b.txt", "beta\n");
+  const code = [
+    'const [a, b] = await Promise.all([read_file({ path: "a.txt" }), tools.read_file({ path: "b.txt" })]);',
+    'const denied = await write_file({ path: "c.txt", content: "x" }).catch((e) => e.message);',
+    'print(a.includes("alpha") && b.includes("beta") ? "both read" : "missing", denied);',
+  ].join("\n");
+  const fake = await startFakeProvider([{ text: "One cell.", toolCalls: [{ name: "caveman_code", args: { code } }] }, { text: "Read both files." }]);
+  const agent = createCodingAgent({ workspace: ws.root, model: "anthropic/claude-sonnet-4-6", toolMode: "programmatic" });
+  t.after(async () => {
+    await fake.close();
+    ws.cleanup();
+  });
+  const policy = [];
+  const toolPolicy = (input) => {
+    policy.push([input.name, input.parentToolCallId === undefined ? "top" : "nested"]);
+    return input.name === "write_file" ? { deny: "read_only_session" } : undefined;
+  };
+  const models = codingModelsAtProviderBaseURL(agent.modelID, fake.url);
+  const { out, err, bill } = await session(agent, ["read a and b", "/exit"], { runOverrides: { models, toolPolicy } });
+  await agent.close();
+  assert.equal(bill.turns, 1);
+  assert.ok(out.includes("agent [observe-only] > \nRead both files.\n\nturn 1 · observe-only"), out);
+  assert.deepEqual(policy, [
+    ["caveman_code", "top"],
+    ["read_file", "nested"],
+    ["read_file", "nested"],
+    ["write_file", "nested"],
+  ]);
+  // what the model got back from the cell: the printed line, the denial as the cell caught it
+  const toolResult = JSON.stringify(fake.requests[1].body.messages.at(-1));
+  assert.match(toolResult, /both read cave_tool_denied:read_only_session/);
+  assert.equal(fs.existsSync(path.join(ws.root, "c.txt")), false);
+  // not a terminal: one plain line per finished call on the notice stream, nested ones indented
+  const lines = err.split("\n").filter((l) => /tool /.test(l));
+  assert.deepEqual(
+    lines.map((l) => l.replace(/ · [\d.]+ (ms|s)$/, "").replace(/ \d+(\.\d)? (B|KB)/, " <size>")).sort(),
+    [
+      "  tool read_file a.txt · ✓ <size>",
+      "  tool read_file b.txt · ✓ <size>",
+      "  tool write_file c.txt · ✗ <size>",
+      `tool caveman_code ${code.replace(/\s+/g, " ").slice(0, 59)}… · ✓ <size>`,
+    ].sort(),
+  );
 });

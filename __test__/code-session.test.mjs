@@ -280,3 +280,37 @@ test("programmatic mode in a whole session: the cell's reads run as nested calls
     ].sort(),
   );
 });
+
+test("streamCodingTurn in programmatic mode: the cell's nested calls are tool.start/tool.end events inside the cell's", async (t) => {
+  const ws = tempWorkspace();
+  ws.write("a.txt", "alpha\n");
+  const agent = createCodingAgent({ workspace: ws.root, model: "anthropic/claude-haiku-4-5", toolMode: "programmatic" });
+  t.after(async () => {
+    await agent.close();
+    ws.cleanup();
+  });
+  const s = await startCodingSession(agent, { cave: "off" });
+  const code = 'print(await read_file({ path: "a.txt" })); await read_file({ path: "missing.txt" }).catch(() => print("no missing"));';
+  const overrides = { model: fauxModel(), streamFn: scriptedStream([{ toolCalls: [{ name: "caveman_code", args: { code } }] }, { text: "done" }]) };
+  const events = [];
+  const it = streamCodingTurn(s, "cell", { overrides });
+  let step;
+  while (!(step = await it.next()).done) events.push(step.value);
+  assert.equal(step.value.text, "done");
+  const tools = events.filter((e) => e.kind === "tool.start" || e.kind === "tool.end");
+  const cell = tools[0];
+  assert.deepEqual([cell.kind, cell.name], ["tool.start", "caveman_code"]);
+  assert.equal(cell.argsSummary, JSON.stringify({ code }).length > 240 ? `${JSON.stringify({ code }).slice(0, 239)}…` : JSON.stringify({ code }));
+  // in order: the cell starts, its two reads start and end inside it, then the cell ends
+  const named = tools.map((e) => (e.kind === "tool.start" ? `start ${e.name} ${e.argsSummary}` : `end ${e.id === cell.id ? "cell" : "nested"} ${e.status}`));
+  assert.deepEqual(named.slice(1), [
+    'start read_file {"path":"a.txt"}',
+    "end nested completed",
+    'start read_file {"path":"missing.txt"}',
+    "end nested failed",
+    "end cell completed",
+  ]);
+  assert.ok(tools.slice(1, 5).every((e) => e.id !== cell.id), "nested calls have their own ids");
+  assert.match(tools[4].detail, /ENOENT/);
+  assert.deepEqual(step.value.toolCalls, ["caveman_code", "read_file", "read_file"]);
+});

@@ -4,7 +4,7 @@
 // Ctrl-C at an empty prompt, Ctrl-D, /exit with the final bill and status 0).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync, execFileSync } from "node:child_process";
+import { spawn, spawnSync, execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -373,3 +373,38 @@ test("in a terminal: --help and a bad flag; every slash command, an unknown /wor
 function escape(text) {
   return text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
 }
+
+test("a turn the spend cap stops says so: on stderr when piped (stdout is the reference's), inline on a terminal", { timeout: 120_000 }, async (t) => {
+  const ws = tempWorkspace();
+  t.after(() => ws.cleanup());
+  // $0.0001 cannot cover one Sonnet call's reservation, so the kernel stops before calling the
+  // provider (the fake answers nothing: an empty script would fail any call that got through).
+  const fake = await startFakeProvider([]);
+  t.after(() => fake.close());
+  const env = { ANTHROPIC_API_KEY: "sk-ant-dummy", KNAP_PROVIDER_BASE_URL: fake.url };
+  const line = "turn stopped: budget_exhausted — the spend cap (--max-cost-usd, maxCostUsd or budget) does not cover the next model call; raise it";
+  const r = await new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, "--workspace", ws.root, "--observe-only", "--max-cost-usd", "0.0001"], { env: cliEnv(env) });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c) => (stdout += c));
+    child.stderr.on("data", (c) => (stderr += c));
+    child.on("close", (status) => resolve({ status, stdout, stderr }));
+    child.stdin.end("hello\n");
+  });
+  assert.equal(r.status, 0);
+  assert.equal(fake.requests.length, 0);
+  assert.ok(r.stderr.endsWith(`caveman start\n${line}\n`), r.stderr);
+  assert.match(r.stdout, /\nagent \[observe-only\] > \n\n\nturn 1 · observe-only · anthropic\/claude-sonnet-4-6 · [\d,]+ ms\n/);
+  assert.doesNotMatch(r.stdout, /turn stopped/);
+
+  if (!haveTmux(t)) return;
+  const term = await terminal(t, { args: ["--workspace", ws.root, "--observe-only", "--max-cost-usd", "0.0001"], env, cwd: ws.root });
+  await term.waitFor(PROMPT_AT_END, "the first prompt");
+  term.keys("hello", "Enter");
+  const s = await term.waitFor(/spend: .*\n\nagent \[observe-only\] >$/, "the stopped turn's bill");
+  assert.ok(s.includes(`> hello\n\n${line}\n\nturn 1 · observe-only`), s);
+  term.keys("/exit", "Enter");
+  assert.equal(await term.exitStatus(), 0);
+  assert.equal(fake.requests.length, 0);
+});

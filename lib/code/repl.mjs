@@ -16,6 +16,23 @@ export const REPL_HELP = [
   "/exit            end the session and print the final bill",
 ];
 
+// A turn that stopped before the model finished says why (the reference prints only the text,
+// often empty here, and the bill). One line per graceful stop reason, with what to change.
+const STOPPED = {
+  budget_exhausted: "the spend cap (--max-cost-usd, maxCostUsd or budget) does not cover the next model call; raise it",
+  wallet_revoked: "the run's wallet was revoked",
+  deadline: "the run's deadline passed",
+  loop_detected: "the same tool call kept repeating (CODING_RUN_BREAKERS); rephrase or narrow the request",
+  no_progress: "several steps made no progress (CODING_RUN_BREAKERS); rephrase or narrow the request",
+  call_budget_exhausted: "the turn used all its model calls; continue with another prompt",
+};
+
+/** The line for a turn that did not complete, or undefined. */
+export function stoppedLine(stopReason) {
+  if (stopReason === undefined || stopReason === "complete") return undefined;
+  return `turn stopped: ${stopReason} — ${STOPPED[stopReason] ?? "the run ended before the model finished"}`;
+}
+
 const RUN_ONLY_OPTIONS = new Set(["agent", "agentOptions", "input", "output", "notice", "runOverrides", "onNotice"]);
 const INTERRUPTED = "cave_turn_interrupted";
 
@@ -155,7 +172,11 @@ async function oneTurn(session, line, runOverrides, io, setTurn) {
     const turn = await observeCodingTurn(session, line, runOverrides, (e) => view.event(e), controller.signal);
     const printText = view.finish(turn.text);
     if (!view.started) write("");
-    if (printText) write(turn.text);
+    // Not on a terminal stdout stays the reference's output and the note goes with the tool
+    // lines; on a terminal the note stands in for a stopped turn's empty text.
+    const stopped = stoppedLine(turn.receipt?.stopReason);
+    if (printText && !(io.tty && stopped && turn.text === "")) write(turn.text);
+    if (stopped) (io.tty ? write : (l) => io.notice.write(`${l}\n`))(stopped);
     write("");
     const saved = session.turns.reduce((sum, t) => sum + t.bill.tokensSavedInferred, 0);
     for (const l of formatTurnBill(turn.bill, saved)) write(l);

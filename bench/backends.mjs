@@ -19,7 +19,73 @@ import path from "node:path";
 import readline from "node:readline";
 
 import { httpExecutionBackend, localExecutionBackend, shellTools } from "../lib/index.mjs";
-import { BENCH_DIR, ROOT, fmtX, median } from "./common.mjs";
+import { createCommandSessionRuntime } from "../lib/command-session.mjs";
+import { BENCH_DIR, MIB, ROOT, fmtX, median, memStatus, resetPeak } from "./common.mjs";
+
+/**
+ * `--memory-child <case>`: one memory measurement in a fresh process (peak RSS growth over the
+ * case, from VmHWM reset just before it), printed as one JSON line.
+ */
+async function memoryChild(which) {
+  const cwd = os.tmpdir();
+  const env = { PATH: process.env.PATH };
+  const GiB = 1024 * MIB;
+  // Warm the addon and the launcher so their one-time cost is not counted.
+  const local = localExecutionBackend();
+  await local.exec({ command: "true", args: [], cwd, env, timeoutMs: 10_000, maxOutputBytes: 1024 });
+  const sessions = createCommandSessionRuntime({ maxSessions: 8, maxOutputBytes: 4 * MIB });
+  const reset = resetPeak();
+  const before = memStatus();
+  const t0 = performance.now();
+  let detail;
+  if (which === "exec-1gib") {
+    const r = await local.exec({ command: "sh", args: ["-c", "yes 0123456789abcdef | head -c 1073741824"], cwd, env, timeoutMs: 120_000, maxOutputBytes: 1 * MIB });
+    detail = `exit ${r.code}, truncated ${r.truncated}, ${r.stdout.length} chars kept of 1 GiB`;
+  } else if (which === "node-1gib") {
+    // Node's spawn reading the same stream, keeping the first 1 MiB (what a careful caller does).
+    detail = await new Promise((resolve) => {
+      const child = spawn("sh", ["-c", "yes 0123456789abcdef | head -c 1073741824"], { cwd, env, stdio: ["ignore", "pipe", "ignore"] });
+      const kept = [];
+      let keptBytes = 0;
+      let total = 0;
+      child.stdout.on("data", (c) => {
+        total += c.length;
+        if (keptBytes < MIB) {
+          kept.push(c.subarray(0, MIB - keptBytes));
+          keptBytes += Math.min(c.length, MIB - keptBytes);
+        }
+      });
+      child.once("close", (code) => resolve(`exit ${code}, ${total} bytes read, ${keptBytes} kept`));
+    });
+  } else if (which === "sessions-8x100mb") {
+    const ids = [];
+    for (let i = 0; i < 8; i++) {
+      const { sessionId } = await sessions.start({ command: "sh", args: ["-c", "yes 0123456789abcdef | head -c 100000000"], cwd, env, timeoutMs: 120_000 });
+      ids.push(sessionId);
+    }
+    const states = [];
+    for (const sessionId of ids) {
+      let r;
+      do r = await sessions.read({ sessionId, cursor: 0, limit: 16, waitMs: 30_000 });
+      while (r.state === "running");
+      states.push(`${r.state}:${r.availableTo}`);
+    }
+    const kept = sessions.list().map((s) => s.availableTo - s.availableFrom);
+    detail = `${states.filter((x) => x.startsWith("exited:100000000")).length}/8 exited after 100,000,000 bytes; ${(kept.reduce((a, b) => a + b, 0) / MIB).toFixed(1)} MiB retained in all`;
+  } else {
+    throw new Error(`unknown memory case ${which}`);
+  }
+  const ms = performance.now() - t0;
+  const after = memStatus();
+  await sessions.close();
+  await local.close();
+  console.log(JSON.stringify({ which, reset, ms, growth: (reset ? after.hwm : after.rss) - before.rss, detail }));
+}
+
+if (process.argv[2] === "--memory-child") {
+  await memoryChild(process.argv[3]);
+  process.exit(0);
+}
 
 const argv = process.argv.slice(2);
 const runsAt = argv.indexOf("--runs");
@@ -181,6 +247,15 @@ try {
   );
   const bigMs = performance.now() - t0;
   const serverPeak = server.peakRss();
+  const memory = [];
+  for (const which of ["exec-1gib", "node-1gib", "sessions-8x100mb"]) {
+    progress(`memory: ${which}`);
+    const child = spawn(process.execPath, [path.join(BENCH_DIR, "backends.mjs"), "--memory-child", which], { stdio: ["ignore", "pipe", "inherit"] });
+    let text = "";
+    child.stdout.on("data", (c) => (text += c));
+    await new Promise((resolve) => child.once("close", resolve));
+    memory.push(JSON.parse(text.trim().split("\n").at(-1)));
+  }
   for (const set of [exec, bash, read]) for (const r of set) if (!Number.isFinite(r.p50)) throw new Error(`${r.label}: no measurement`);
 
   out("# Execution backends: cost per call");
@@ -214,6 +289,22 @@ try {
   out();
   out(`httpExecutionBackend().readFile of a 1 GiB file: ${refused} after ${bigMs.toFixed(1)} ms (the server's --max-read-bytes is 48 MiB by default); ` +
     `knap-exec-server's peak RSS over the whole bench: ${serverPeak === undefined ? "not readable" : `${(serverPeak / 1024 / 1024).toFixed(1)} MiB`}.`);
+  out();
+  out("## Memory: 1 GiB of output, and 8 sessions printing 100 MB each");
+  out();
+  out("Each case in a fresh Node process; peak RSS growth is VmHWM (reset just before the case) minus RSS before it.");
+  out();
+  out("| case | time | peak RSS growth | result |");
+  out("| --- | ---: | ---: | --- |");
+  const label = {
+    "exec-1gib": "localExecutionBackend().exec printing 1 GiB, maxOutputBytes 1 MiB",
+    "node-1gib": "Node spawn reading the same 1 GiB, keeping 1 MiB",
+    "sessions-8x100mb": "8 command sessions × 100 MB (4 MiB ring each)",
+  };
+  for (const m of memory) out(`| ${label[m.which]} | ${(m.ms / 1000).toFixed(2)} s | ${(m.growth / MIB).toFixed(1)} MiB | ${m.detail} |`);
+  const sessionsRow = memory.find((m) => m.which === "sessions-8x100mb");
+  out();
+  out(`Command sessions: RSS growth ${(sessionsRow.growth / MIB).toFixed(1)} MiB against 8 × 4 MiB = 32 MiB of retained output (target: bounded by the retention limits: ${sessionsRow.growth <= 40 * MIB ? "PASS" : "FAIL"}, with 8 MiB allowed for buffers in flight).`);
   out();
   out("Overhead of the JS-backend bridge alone (forwarding row − local row, p50): " +
     `exec ${us(bash[1].p50 - bash[0].p50)}, read ${us(read[1].p50 - read[0].p50)}.`);

@@ -252,15 +252,27 @@ impl Output {
 
   fn push(&mut self, bytes: &[u8]) {
     self.total += bytes.len() as u64;
+    let need = self.mem.len() + bytes.len();
+    if need > self.mem.capacity() {
+      // Grow geometrically, but never past the cap plus this chunk: left to `extend`, a full
+      // ring's buffer doubles to twice `mem_cap` (8 sessions × 4 MiB held 64 MiB, not 32).
+      let target = need.max(self.mem.capacity() * 2).min(need.max(self.mem_cap));
+      self.mem.reserve_exact(target - self.mem.len());
+    }
     self.mem.extend(bytes);
     if self.mem.len() <= self.mem_cap {
       return;
     }
     let evict = self.mem.len() - self.mem_cap;
-    let evicted: Vec<u8> = self.mem.drain(..evict).collect();
     let first = self.mem_from;
-    self.mem_from += evict as u64;
-    self.spill_out(first, &evicted);
+    if self.spill_cfg.is_some() {
+      let evicted: Vec<u8> = self.mem.drain(..evict).collect();
+      self.mem_from += evict as u64;
+      self.spill_out(first, &evicted);
+    } else {
+      self.mem.drain(..evict);
+      self.mem_from += evict as u64;
+    }
     self.trim_leading_continuations();
   }
 

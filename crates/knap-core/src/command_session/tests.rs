@@ -480,3 +480,23 @@ async fn validation_codes_in_order() {
     (State::Exited, None, Some("spawn /definitely/not/here ENOENT"))
   );
 }
+
+#[test]
+fn a_full_ring_holds_its_cap_not_twice_it() {
+  let cap = 4 * 1024 * 1024;
+  let mut out = Output::new(cap, None, "cmd_test".into());
+  let chunk = vec![b'x'; 64 * 1024];
+  for _ in 0..200 {
+    out.push(&chunk);
+  }
+  assert_eq!(out.mem.len(), cap);
+  assert_eq!(out.total, 200 * 64 * 1024);
+  assert_eq!(out.mem_from, out.total - cap as u64);
+  // Left to `extend`, the buffer doubled to 8 MiB once it passed the cap.
+  assert!(out.mem.capacity() <= cap + chunk.len(), "capacity {}", out.mem.capacity());
+  // One push larger than the cap keeps its last `cap` bytes.
+  let big: Vec<u8> = (0..(cap + 10)).map(|i| (i % 251) as u8 % 128).collect();
+  out.push(&big);
+  assert_eq!(out.mem.len(), cap);
+  assert_eq!(out.bytes(out.mem_from, out.total).unwrap(), big[10..].to_vec());
+}

@@ -35,4 +35,7 @@ pub mod tools;
 pub mod truncate;
 pub mod workspace;
 
+#[cfg(all(test, target_os = "linux"))]
+mod race_tests;
+
 pub use error::ToolError;

@@ -393,6 +393,18 @@ impl Visitor<'_> {
       Ok(Some(f)) => f,
       // Replaced by something that is not a regular file since it was listed.
       Ok(None) => return WalkState::Continue,
+      // The walk lists directories by path, so a directory swapped for an outward symlink
+      // while it runs yields names from outside; the open beneath the root refuses them (EXDEV,
+      // ELOOP) or finds nothing (ENOENT, ENOTDIR). Such an entry is not in the workspace: it is
+      // skipped without a word, as printing it would show an outside name.
+      Err(err)
+        if matches!(
+          err.raw_os_error(),
+          Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOENT) | Some(libc::ENOTDIR)
+        ) =>
+      {
+        return WalkState::Continue
+      }
       Err(err) => {
         if self.lines_printer() {
           self.lock().error(format!("grep: {file}: {err}"));

@@ -460,7 +460,20 @@ fn canonicalize_existing_prefix(root: &Root, full: &Path) -> io::Result<PathBuf>
           rest.extend(pending[..orig_left].iter().rev().cloned());
           checkpoint = Some((real.clone(), rest));
         }
-        let target = readlinkat(cur.as_raw_fd(), &c)?;
+        let target = match readlinkat(cur.as_raw_fd(), &c) {
+          Ok(t) => t,
+          // Swapped for something else between the look and the read: look again (each
+          // retry counts against the symlink limit, so a flipping name cannot spin forever).
+          Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            if original {
+              orig_left += 1;
+              checkpoint = None;
+            }
+            pending.push(name);
+            continue;
+          }
+          Err(e) => return Err(e),
+        };
         if target.is_absolute() {
           cur = open_path(Path::new("/"), DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC)?;
           real = PathBuf::from("/");

@@ -184,21 +184,9 @@ impl ExecutionBackend for LocalBackend {
       return Box::pin(async move { Err(e) });
     }
     // One token for the caller's abort and the backend's close.
-    let caller = request.cancel.clone();
-    let both = self.closed.child_token();
-    if caller.is_cancelled() {
-      both.cancel();
-    }
-    request.cancel = both.clone();
-    Box::pin(async move {
-      let watch = tokio::spawn(async move {
-        caller.cancelled().await;
-        both.cancel();
-      });
-      let result = exec_local(request).await;
-      watch.abort();
-      Ok(result)
-    })
+    let linked = crate::launch::link(&request.cancel, &self.closed);
+    request.cancel = linked.token.clone();
+    Box::pin(async move { Ok(linked.watch(exec_local(request)).await) })
   }
 
   fn read_file(&self, path: String, max_bytes: Option<u64>) -> BoxFuture<Result<Vec<u8>, ToolError>> {

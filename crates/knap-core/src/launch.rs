@@ -141,43 +141,62 @@ impl Scope {
 }
 
 /// A token cancelled when either of two is: a call's abort joined with its tool set's `close()`.
-/// Dropping it stops the link.
+///
+/// The call's side is the token tree (`token` is a child of the call's token). The `close()`
+/// side is watched inside the call's own future ([`Linked::watch`]), not by a spawned task:
+/// spawning and aborting a task per call woke a runtime worker twice per tool call (an eventfd
+/// write and futex hand-offs), which cost more than a small `read_file` itself.
 pub struct Linked {
   pub token: tokio_util::sync::CancellationToken,
-  task: tokio::task::JoinHandle<()>,
-  detached: bool,
+  closed: tokio_util::sync::CancellationToken,
+}
+
+/// Joins `call` and `closed`.
+pub fn link(
+  call: &tokio_util::sync::CancellationToken,
+  closed: &tokio_util::sync::CancellationToken,
+) -> Linked {
+  let token = call.child_token();
+  if closed.is_cancelled() {
+    token.cancel();
+  }
+  Linked {
+    token,
+    closed: closed.clone(),
+  }
 }
 
 impl Linked {
-  /// Keeps the link after this value goes (for a token that outlives its call, such as the one
-  /// a command session watches); the link ends when either token fires.
-  pub fn detach(mut self) {
-    self.detached = true;
-  }
-}
-
-impl Drop for Linked {
-  fn drop(&mut self) {
-    if !self.detached {
-      self.task.abort();
-    }
-  }
-}
-
-/// Joins `call` and `closed` (needs a tokio runtime).
-pub fn link(call: &tokio_util::sync::CancellationToken, closed: &tokio_util::sync::CancellationToken) -> Linked {
-  let token = closed.child_token();
-  let (t, c) = (token.clone(), call.clone());
-  let task = tokio::spawn(async move {
+  /// Runs `work` while watching `closed`: when it fires, `token` is cancelled and `work` is
+  /// still polled to its end (a command kills its process group and reports the abort).
+  pub async fn watch<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+    let fire = async {
+      self.closed.cancelled().await;
+      self.token.cancel();
+      std::future::pending::<()>().await
+    };
+    tokio::pin!(work);
+    tokio::pin!(fire);
     tokio::select! {
-      _ = c.cancelled() => t.cancel(),
-      _ = t.cancelled() => {}
+      biased;
+      out = &mut work => out,
+      _ = &mut fire => unreachable!("`fire` never completes"),
     }
-  });
-  Linked {
-    token,
-    task,
-    detached: false,
+  }
+
+  /// Keeps the link after the call (for a token that outlives it, such as the one a command
+  /// session watches): a task watches `closed` until either token fires (needs a tokio runtime).
+  pub fn detach(self) {
+    let Linked { token, closed } = self;
+    if token.is_cancelled() {
+      return;
+    }
+    tokio::spawn(async move {
+      tokio::select! {
+        _ = closed.cancelled() => token.cancel(),
+        _ = token.cancelled() => {}
+      }
+    });
   }
 }
 

@@ -275,7 +275,7 @@ impl LocalSandbox {
       progress: opts.progress.clone(),
     }));
     let started = Instant::now();
-    let run = run_local(&req, sink.clone()).await;
+    let run = linked.watch(run_local(&req, sink.clone())).await;
     let duration_ms = started.elapsed().as_millis() as u64;
     if let Some(err) = run.spawn_error {
       return Ok(ExecOutcome {

@@ -329,21 +329,23 @@ impl ShellTools {
     }
     let linked = crate::launch::link(&cancel, &self.closed);
     let cancel = linked.token.clone();
-    match tool {
-      ShellToolName::ReadFile => read_file::run(self, input, cancel).await,
-      ShellToolName::Grep => grep::run(self, input, cancel).await,
-      ShellToolName::Bash => {
-        let out = bash::run(self, input, cancel).await;
-        // A session started with `yieldTimeMs` keeps watching the call's signal after the call.
-        if self.sessions.is_some() && input.get("yieldTimeMs").is_some() {
-          linked.detach();
+    let out = linked
+      .watch(async {
+        match tool {
+          ShellToolName::ReadFile => read_file::run(self, input, cancel).await,
+          ShellToolName::Grep => grep::run(self, input, cancel).await,
+          ShellToolName::Bash => bash::run(self, input, cancel).await,
+          ShellToolName::WriteFile => write_file::run(self, input, cancel).await,
+          ShellToolName::EditFile => edit_file::run(self, input, cancel).await,
+          ShellToolName::ReadToolOutput => read_tool_output::run(self, input),
         }
-        out
-      }
-      ShellToolName::WriteFile => write_file::run(self, input, cancel).await,
-      ShellToolName::EditFile => edit_file::run(self, input, cancel).await,
-      ShellToolName::ReadToolOutput => read_tool_output::run(self, input),
+      })
+      .await;
+    // A session started with `yieldTimeMs` keeps watching the call's signal after the call.
+    if tool == ShellToolName::Bash && self.sessions.is_some() && input.get("yieldTimeMs").is_some() {
+      linked.detach();
     }
+    out
   }
 }
 

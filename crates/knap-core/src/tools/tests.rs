@@ -333,6 +333,40 @@ async fn read_file_reads_small_files_inline_and_streams_large_ones_to_the_same_t
   assert_eq!(first.unwrap().text, "1\tx\n2\ty\n3\t");
 }
 
+/// A shell tool call joins its abort with the tool set's `close()` without a task on the
+/// runtime (a spawned link task cost two cross-thread wakes per call): a small read completes in
+/// its first poll with no tokio runtime at all (`tokio::spawn` would panic here).
+#[test]
+fn a_small_read_file_needs_no_runtime_and_spawns_nothing() {
+  use futures::FutureExt;
+  let ws = workspace();
+  ws.write("small.txt", "a\nb\n");
+  let input = json!({"path": "small.txt"});
+  let out = ws
+    .tools
+    .execute("read_file", &input, CancellationToken::new())
+    .now_or_never()
+    .expect("completes in its first poll");
+  assert_eq!(out.unwrap().text, "1\ta\n2\tb\n3\t");
+}
+
+/// `close()` still aborts a call in progress: the call's future watches the tool set's token.
+#[tokio::test]
+async fn close_aborts_a_running_bash_call() {
+  let ws = workspace();
+  let input = json!({"command": "echo 1 > ready; sleep 300"});
+  let call = ws.tools.execute("bash", &input, CancellationToken::new());
+  let closer = async {
+    while !ws.path("ready").exists() {
+      tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    ws.tools.close();
+  };
+  let (out, ()) = tokio::join!(call, closer);
+  let e = out.expect_err("a closed tool set aborts the running call");
+  assert_eq!(e.code, "ABORT_ERR", "{}", e.message);
+}
+
 #[tokio::test]
 async fn read_file_errors() {
   let ws = workspace();

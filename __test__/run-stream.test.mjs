@@ -183,6 +183,26 @@ test("text deltas arrive as pi message_update events with assistantMessageEvent.
   assert.equal(events.at(-1).result.inputTokens, 5);
 });
 
+test("a run without a listener (run()) ends with the result and receipt of the same run streamed with deltas", async () => {
+  const counter = { n: 0 };
+  const def = hostAgent("quiet-same", [countingTool("read_thing", "read", counter)]);
+  const turns = [{ toolCalls: [{ name: "read_thing", args: { q: 1 } }] }];
+  // First turn a tool call (scripted), then a streamed text answer with deltas.
+  const mixed = () => {
+    const scripted = baseOptions(turns).streamFn;
+    const deltas = deltaStreamFn(["Hel", "lo"]);
+    let call = 0;
+    return (model, ctx, options) => (++call === 1 ? scripted(model, ctx, options) : deltas(model, ctx, options));
+  };
+  const events = await collect(stream(def, "go", { ...baseOptions([]), streamFn: mixed() }));
+  assert.ok(events.some((e) => e.type === "pi" && e.event.type === "message_update"), "the streamed run gets the deltas");
+  const result = await run(def, "go", { ...baseOptions([]), streamFn: mixed() });
+  const strip = ({ runId, latencyMs, receipt, ...rest }) => ({ ...rest, receipt: { ...receipt, runId: "x" } });
+  assert.deepEqual(strip(result), strip(events.at(-1).result));
+  assert.equal(result.text, "Hello");
+  assert.equal(counter.n, 2);
+});
+
 test("run_error: the last event, with code, the raw message and the partial receipt; no run_end", async () => {
   const def = agent({
     id: "stream-error",

@@ -345,3 +345,82 @@ test("a stream that honours the signal reports its own aborted error message", a
   assert.equal(message.stopReason, "aborted");
   assert.ok(["provider saw abort", "Request was aborted"].includes(message.errorMessage));
 });
+
+/** A delta stream whose partials count their property reads (a snapshot reads every field). */
+function countingTextStreamFn(chunks, reads) {
+  const inner = textStreamFn(chunks);
+  return (model, ctx, options) => {
+    const stream = inner(model, ctx, options);
+    return {
+      result: () => stream.result(),
+      async *[Symbol.asyncIterator]() {
+        for await (const event of stream) {
+          if (!event.partial) {
+            yield event;
+            continue;
+          }
+          const partial = new Proxy(event.partial, {
+            get(target, key, receiver) {
+              reads.count += 1;
+              return Reflect.get(target, key, receiver);
+            },
+            ownKeys(target) {
+              reads.count += 1;
+              return Reflect.ownKeys(target);
+            },
+          });
+          yield { ...event, partial };
+        }
+      },
+    };
+  };
+}
+
+test("without onEvent no lifecycle event or snapshot is built; with one, every event arrives; same message", async () => {
+  const quietReads = { count: 0 };
+  const quiet = await callModel({ model: fauxModel(), context, streamFn: countingTextStreamFn(["Hel", "lo"], quietReads) });
+  assert.equal(quietReads.count, 0, "no snapshot of a partial without a listener");
+
+  const loudReads = { count: 0 };
+  const events = [];
+  const loud = await callModel({
+    model: fauxModel(),
+    context,
+    streamFn: countingTextStreamFn(["Hel", "lo"], loudReads),
+    onEvent: (event) => events.push(event),
+  });
+  assert.ok(loudReads.count > 0, "snapshots are taken for the listener");
+  assert.deepEqual(
+    events.map((e) => e.assistantMessageEvent?.type ?? e.type),
+    ["message_start", "text_start", "text_delta", "text_delta", "text_end", "message_end"],
+  );
+  assert.deepEqual(
+    events.filter((e) => e.assistantMessageEvent?.type === "text_delta").map((e) => e.assistantMessageEvent.delta),
+    ["Hel", "lo"],
+  );
+  assert.equal(events.at(-1).message, loud);
+  assert.deepEqual(loud, quiet);
+  assert.equal(quiet.content[0].text, "Hello");
+});
+
+test("model calls on one signal share one abort listener, and an abort still ends a waiting call", async () => {
+  const controller = new AbortController();
+  const signal = controller.signal;
+  let listeners = 0;
+  const add = signal.addEventListener.bind(signal);
+  signal.addEventListener = (...args) => {
+    listeners += 1;
+    return add(...args);
+  };
+  const streamFn = scriptedStream(Array.from({ length: 5 }, (_, i) => ({ text: `turn ${i}` })));
+  for (let i = 0; i < 5; i++) {
+    const message = await callModel({ model: fauxModel(), context, options: { signal }, streamFn });
+    assert.equal(message.content[0].text, `turn ${i}`);
+  }
+  assert.equal(listeners, 1, "one listener for the signal, not one per call");
+  const pending = callModel({ model: fauxModel(), context, options: { signal }, streamFn: () => new Promise(() => {}) });
+  controller.abort();
+  const aborted = await pending;
+  assert.equal(aborted.stopReason, "aborted");
+  assert.equal(listeners, 1);
+});

@@ -37,18 +37,28 @@ function abortedMessage(model, partial) {
   return { ...base, stopReason: "aborted", errorMessage: "Request was aborted", timestamp: Date.now() };
 }
 
-const ABORTED = Symbol("aborted");
+/**
+ * The model calls waiting on `signal`, with one abort listener per signal (a run's signal is
+ * shared by all its model calls), instead of a listener added and removed per call and every
+ * stream event raced against an abort promise.
+ */
+const abortGates = new WeakMap();
 
-/** [promise resolving to ABORTED when `signal` aborts (never otherwise), dispose]. */
-function abortWatch(signal) {
-  if (!signal) return [new Promise(() => {}), () => {}];
-  let onAbort;
-  const promise = new Promise((resolve) => {
-    onAbort = () => resolve(ABORTED);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
-  });
-  return [promise, () => signal.removeEventListener("abort", onAbort)];
+function abortGate(signal) {
+  let gate = abortGates.get(signal);
+  if (!gate) {
+    gate = new Set();
+    abortGates.set(signal, gate);
+    signal.addEventListener(
+      "abort",
+      () => {
+        for (const call of [...gate]) call.abort();
+        gate.clear();
+      },
+      { once: true },
+    );
+  }
+  return gate;
 }
 
 /**
@@ -69,6 +79,229 @@ function snapshot(message) {
 
 const nextMacrotask = () => new Promise((resolve) => setImmediate(resolve));
 
+/** Runs `next` once `value` (an `onEvent` result) settles; at once when it is not a promise. */
+function after(value, next, fail) {
+  if (value !== null && typeof value === "object" && typeof value.then === "function") value.then(next, fail);
+  else next();
+}
+
+/**
+ * One call, driven by the stream's own promises: each `iterator.next()` settles into `#step`, and
+ * an abort settles the call directly (`abort()`, from the signal's gate) while it waits on the
+ * provider. Without a listener no lifecycle event or snapshot is built.
+ */
+class ModelCall {
+  #model;
+  #signal;
+  #onEvent;
+  #resolve;
+  #reject;
+  #gate;
+  #started = false;
+  #partial;
+  #stream;
+  #iterator;
+  #over = false;
+  /** Waiting on the provider (streamFn's promise, `next()`, a result()): an abort ends the call. */
+  #waiting = false;
+
+  constructor(model, signal, onEvent, resolve, reject) {
+    this.#model = model;
+    this.#signal = signal;
+    this.#onEvent = typeof onEvent === "function" ? onEvent : undefined;
+    this.#resolve = resolve;
+    this.#reject = reject;
+  }
+
+  start(streamFn, context, options) {
+    if (this.#signal?.aborted) return this.#finish(abortedMessage(this.#model, undefined));
+    if (this.#signal) {
+      this.#gate = abortGate(this.#signal);
+      this.#gate.add(this);
+    }
+    let stream;
+    try {
+      stream = streamFn(this.#model, context, options);
+    } catch (error) {
+      return this.#fail(asError(error));
+    }
+    this.#waiting = true;
+    Promise.resolve(stream).then(
+      (value) => this.#onStream(value),
+      (error) => this.#failWaiting(asError(error)),
+    );
+  }
+
+  /** The signal aborted: stop waiting, cancel the iterator, resolve to the partial as aborted. */
+  abort() {
+    if (this.#over || !this.#waiting) return; // not waiting: the next wait sees `signal.aborted`
+    this.#waiting = false;
+    this.#finish(abortedMessage(this.#model, this.#partial));
+  }
+
+  #onStream(stream) {
+    if (this.#over) return;
+    this.#waiting = false;
+    if (stream === null || stream === undefined || typeof stream[Symbol.asyncIterator] !== "function") {
+      return this.#fail(new Error("caveman agent: streamFn must return an async-iterable assistant message event stream"));
+    }
+    this.#stream = stream;
+    try {
+      this.#iterator = stream[Symbol.asyncIterator]();
+    } catch (error) {
+      return this.#fail(error);
+    }
+    this.#pull();
+  }
+
+  #pull = () => {
+    if (this.#over) return;
+    if (this.#signal?.aborted) return this.#finish(abortedMessage(this.#model, this.#partial));
+    let next;
+    try {
+      next = this.#iterator.next();
+    } catch (error) {
+      return this.#fail(asError(error));
+    }
+    this.#waiting = true;
+    Promise.resolve(next).then(this.#step, (error) => this.#failWaiting(asError(error)));
+  };
+
+  #step = (step) => {
+    if (this.#over) return;
+    this.#waiting = false;
+    if (step.done) return this.#noTerminal();
+    const event = step.value;
+    if (!event || typeof event !== "object") return this.#pull();
+    if (event.type === "start") {
+      this.#partial = event.partial;
+      if (this.#onEvent && !this.#started) {
+        this.#started = true;
+        return this.#emit({ type: "message_start", message: snapshot(this.#partial) }, this.#pull);
+      }
+      return this.#pull();
+    }
+    if (DELTA_EVENTS.has(event.type)) {
+      if (event.partial) this.#partial = event.partial;
+      if (!this.#onEvent) return this.#pull();
+      const update = () => this.#emit({ type: "message_update", message: snapshot(this.#partial ?? {}), assistantMessageEvent: event }, this.#pull);
+      if (!this.#started && this.#partial) {
+        this.#started = true;
+        return this.#emit({ type: "message_start", message: snapshot(this.#partial) }, update);
+      }
+      return update();
+    }
+    if (event.type === "done" || event.type === "error") {
+      const final = event.type === "done" ? event.message : event.error;
+      if (final) return this.#terminal(final);
+      if (typeof this.#stream.result !== "function") return this.#noTerminal();
+      // As before: this result() is awaited without racing the signal.
+      let result;
+      try {
+        result = this.#stream.result();
+      } catch (error) {
+        return this.#fail(error);
+      }
+      return Promise.resolve(result).then(
+        (value) => (value ? this.#terminal(value) : this.#noTerminal()),
+        (error) => this.#fail(error),
+      );
+    }
+    return this.#pull();
+  };
+
+  #terminal(final) {
+    this.#iterator = undefined; // consumed to its terminal event
+    this.#finish(final);
+  }
+
+  /** The stream ended without a terminal event: accept a result() that is already settled. */
+  #noTerminal() {
+    if (this.#over) return;
+    this.#iterator = undefined;
+    if (typeof this.#stream.result !== "function") return this.#incomplete();
+    let result;
+    try {
+      result = this.#stream.result();
+    } catch (error) {
+      return this.#fail(error);
+    }
+    this.#waiting = true;
+    Promise.race([Promise.resolve(result), nextMacrotask().then(() => undefined)]).then(
+      (final) => {
+        if (this.#over) return;
+        this.#waiting = false;
+        if (final) this.#finish(final);
+        else this.#incomplete();
+      },
+      (error) => this.#failWaiting(error),
+    );
+  }
+
+  #incomplete() {
+    this.#fail(new Error("cave_incomplete_evidence: Pi emitted no final assistant message"));
+  }
+
+  /** Calls `onEvent` (when listening), then `next`; a throw or rejection fails the call. */
+  #emit(event, next) {
+    let value;
+    try {
+      value = this.#onEvent(event);
+    } catch (error) {
+      return this.#fail(error);
+    }
+    after(value, next, (error) => this.#fail(error));
+  }
+
+  #end() {
+    this.#over = true;
+    this.#gate?.delete(this);
+    const it = this.#iterator;
+    this.#iterator = undefined;
+    if (it) {
+      Promise.resolve()
+        .then(() => it.return?.())
+        .catch(() => {});
+    }
+  }
+
+  #finish(message) {
+    if (this.#over) return;
+    this.#end();
+    if (!this.#onEvent) return this.#resolve(message);
+    const end = () => {
+      let value;
+      try {
+        value = this.#onEvent({ type: "message_end", message });
+      } catch (error) {
+        return this.#reject(error);
+      }
+      after(value, () => this.#resolve(message), this.#reject);
+    };
+    if (this.#started) return end();
+    this.#started = true;
+    let value;
+    try {
+      value = this.#onEvent({ type: "message_start", message: snapshot(message) });
+    } catch (error) {
+      return this.#reject(error);
+    }
+    after(value, end, this.#reject);
+  }
+
+  #failWaiting(error) {
+    if (this.#over) return;
+    this.#waiting = false;
+    this.#fail(error);
+  }
+
+  #fail(error) {
+    if (this.#over) return;
+    this.#end();
+    this.#reject(error);
+  }
+}
+
 /**
  * Call the model once.
  *
@@ -86,94 +319,11 @@ const nextMacrotask = () => new Promise((resolve) => setImmediate(resolve));
  * `errorMessage` is set). When `options.signal` aborts, the call stops waiting at once, cancels the
  * stream's iterator and resolves to the last partial with `stopReason: "aborted"` and
  * `errorMessage: "Request was aborted"` (an already-aborted signal means `streamFn` is never called).
+ * Without `onEvent`, no lifecycle event object or snapshot is built (`run()` has no listener).
  * A stream that ends with no final message rejects with
  * `cave_incomplete_evidence: Pi emitted no final assistant message`.
  */
 export async function callModel({ model, context, options = {}, streamFn, onEvent } = {}) {
   if (typeof streamFn !== "function") throw new TypeError("callModel: streamFn must be a function");
-  const emit = typeof onEvent === "function" ? onEvent : () => {};
-  const signal = options?.signal;
-  let started = false;
-  let partial;
-
-  const finish = async (message) => {
-    if (!started) {
-      started = true;
-      await emit({ type: "message_start", message: snapshot(message) });
-    }
-    await emit({ type: "message_end", message });
-    return message;
-  };
-
-  if (signal?.aborted) return finish(abortedMessage(model, undefined));
-
-  const [aborted, disposeAbort] = abortWatch(signal);
-  let iterator;
-  try {
-    let stream;
-    try {
-      stream = await Promise.race([streamFn(model, context, options), aborted]);
-    } catch (error) {
-      throw asError(error);
-    }
-    if (stream === ABORTED) return await finish(abortedMessage(model, undefined));
-    if (stream === null || stream === undefined || typeof stream[Symbol.asyncIterator] !== "function") {
-      throw new Error("caveman agent: streamFn must return an async-iterable assistant message event stream");
-    }
-    iterator = stream[Symbol.asyncIterator]();
-    while (true) {
-      let step;
-      try {
-        step = await Promise.race([iterator.next(), aborted]);
-      } catch (error) {
-        throw asError(error);
-      }
-      if (step === ABORTED) {
-        const it = iterator;
-        iterator = undefined;
-        Promise.resolve()
-          .then(() => it.return?.())
-          .catch(() => {});
-        return await finish(abortedMessage(model, partial));
-      }
-      if (step.done) break;
-      const event = step.value;
-      if (!event || typeof event !== "object") continue;
-      if (event.type === "start") {
-        partial = event.partial;
-        if (!started) {
-          started = true;
-          await emit({ type: "message_start", message: snapshot(partial) });
-        }
-      } else if (DELTA_EVENTS.has(event.type)) {
-        if (event.partial) partial = event.partial;
-        if (!started && partial) {
-          started = true;
-          await emit({ type: "message_start", message: snapshot(partial) });
-        }
-        await emit({ type: "message_update", message: snapshot(partial ?? {}), assistantMessageEvent: event });
-      } else if (event.type === "done" || event.type === "error") {
-        let final = event.type === "done" ? event.message : event.error;
-        if (!final && typeof stream.result === "function") final = await stream.result();
-        if (!final) break;
-        iterator = undefined; // consumed to its terminal event
-        return await finish(final);
-      }
-    }
-    iterator = undefined;
-    // The stream ended without a terminal event: accept a result() that is already settled.
-    if (typeof stream.result === "function") {
-      const final = await Promise.race([Promise.resolve(stream.result()), nextMacrotask().then(() => undefined), aborted]);
-      if (final === ABORTED) return await finish(abortedMessage(model, partial));
-      if (final) return await finish(final);
-    }
-    throw new Error("cave_incomplete_evidence: Pi emitted no final assistant message");
-  } finally {
-    disposeAbort();
-    if (iterator) {
-      Promise.resolve()
-        .then(() => iterator.return?.())
-        .catch(() => {});
-    }
-  }
+  return new Promise((resolve, reject) => new ModelCall(model, options?.signal, onEvent, resolve, reject).start(streamFn, context, options));
 }

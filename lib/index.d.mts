@@ -310,7 +310,9 @@ export interface RunOptions {
   controller?: import("./surface.mjs").AgentRunController;
   budgetController?: import("./surface.mjs").BudgetController;
   onBudgetExhausted?: "stop" | import("./surface.mjs").BudgetExhaustionHandler;
+  /** Subagent runs the whole run tree may start, 1..65,536 (unset: no limit); past it the subagent tool errors with `cave_subagent_invocation_limit`. */
   maxSubagentInvocations?: number;
+  /** Subagent runs in flight at once across the tree, 1..1,024 (unset: no limit); past it `cave_subagent_concurrency_limit`. */
   maxConcurrentSubagents?: number;
   rootDir?: string;
   sessionId?: string;

@@ -33,8 +33,6 @@ export function refuseUnactedOptions(definition, options) {
     ["modelRouter", "knap's kernel does not route calls between models yet"],
     ["controller", "knap's kernel does not deliver steering or follow-up messages yet"],
     ["budgetController", "knap's kernel does not release staged budget yet"],
-    ["maxSubagentInvocations", "knap's kernel does not count subagent invocations yet"],
-    ["maxConcurrentSubagents", "knap's kernel does not limit concurrent subagents yet"],
   ];
   for (const [name, why] of notYet) if (options[name] !== undefined) throw unsupported(name, why);
   if (options.onBudgetExhausted !== undefined && options.onBudgetExhausted !== "stop") {

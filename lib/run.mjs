@@ -531,6 +531,8 @@ async function* runEvents(definition, content, options, quiet, input) {
     maxToolCalls: options.maxToolCalls,
     deadlineMs: options.deadlineMs,
     maxSubagentDepth: options.maxSubagentDepth,
+    maxSubagentInvocations: options.maxSubagentInvocations,
+    maxConcurrentSubagents: options.maxConcurrentSubagents,
     budget: options.budget,
     breakers: options.breakers,
     maxCostUsd: options.maxCostUsd,

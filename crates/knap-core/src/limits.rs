@@ -96,6 +96,10 @@ pub const DEFAULT_MAX_MODEL_CALLS: u32 = 64;
 pub const DEFAULT_MAX_TOOL_CALLS: u32 = 64;
 pub const DEFAULT_SUBAGENT_DEPTH: u32 = 2;
 pub const ABSOLUTE_SUBAGENT_DEPTH_LIMIT: u32 = 8;
+/// `RunOptions.maxSubagentInvocations`: at most this many (no default: unlimited).
+pub const MAX_SUBAGENT_INVOCATIONS_LIMIT: u32 = 65_536;
+/// `RunOptions.maxConcurrentSubagents`: at most this many (no default: unlimited).
+pub const MAX_CONCURRENT_SUBAGENTS_LIMIT: u32 = 1_024;
 /// A tool result with `result: "inline"`/`"auto"` above this needs the recovery engine.
 pub const INLINE_TOOL_RESULT_MAX_BYTES: usize = 32_768;
 /// Any tool result above this is refused (`cave_tool_result_limit:<name>`).

@@ -2,7 +2,7 @@
 //! host, a subagent as a child run; the result-size rules; journaling around the call on a
 //! durable run.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -122,6 +122,47 @@ pub(super) async fn execute_journaled(
   out
 }
 
+/// One subagent run in flight: counted against `maxConcurrentSubagents` until dropped (the child
+/// finished, failed or was cancelled).
+struct SubagentSlot<'a> {
+  active: Option<&'a AtomicU64>,
+}
+
+impl<'a> SubagentSlot<'a> {
+  /// Counts one invocation and one active run, or refuses with the limit's code. A refused call
+  /// uses up neither count.
+  fn take(shared: &'a Shared) -> Result<Self, Code> {
+    let limits = &shared.limits;
+    let under = |max: Option<u32>| move |n: u64| max.map_or(true, |m| n < m as u64).then_some(n + 1);
+    let active = match limits.max_concurrent_subagents {
+      None => None,
+      Some(_) => {
+        shared
+          .subagents_active
+          .fetch_update(Ordering::AcqRel, Ordering::Acquire, under(limits.max_concurrent_subagents))
+          .map_err(|_| Code::SubagentConcurrencyLimit)?;
+        Some(&shared.subagents_active)
+      }
+    };
+    let slot = SubagentSlot { active };
+    if limits.max_subagent_invocations.is_some() {
+      shared
+        .subagent_invocations
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, under(limits.max_subagent_invocations))
+        .map_err(|_| Code::SubagentInvocationLimit)?;
+    }
+    Ok(slot)
+  }
+}
+
+impl Drop for SubagentSlot<'_> {
+  fn drop(&mut self) {
+    if let Some(a) = self.active {
+      a.fetch_sub(1, Ordering::AcqRel);
+    }
+  }
+}
+
 /// Executes one admitted call. Never fails: errors become error results the model reads.
 pub(super) async fn execute(
   ctx: ExecContext,
@@ -220,6 +261,12 @@ pub(super) async fn execute(
       max_context_tokens,
       ..
     } => {
+      // Tree-wide admission, after the gate's per-tool checks and wallet (the reference's
+      // order), before the context check.
+      let _active = match SubagentSlot::take(&ctx.shared) {
+        Ok(slot) => slot,
+        Err(code) => return Executed::failed(Error::bare(code)),
+      };
       let task = args.get("task").and_then(Value::as_str).unwrap_or_default();
       if (task.len() as u64).div_ceil(4) > *max_context_tokens {
         return Executed::failed(Error::bare(Code::SubagentContextBudget));

@@ -71,6 +71,10 @@ pub(super) struct Shared {
   pub next_call: AtomicU64,
   /// The `n` of nested call ids `<parent>:nested:<n>`: one counter for the whole run, from 1.
   pub next_nested: AtomicU64,
+  /// Subagent runs started in the tree, and those in flight (`maxSubagentInvocations`,
+  /// `maxConcurrentSubagents`).
+  pub subagent_invocations: AtomicU64,
+  pub subagents_active: AtomicU64,
   pub durable: Option<Arc<DurableRun>>,
   /// No `pi` events (a `run()`, which reads only `run_end` / `run_error`).
   pub quiet: bool,
@@ -189,6 +193,8 @@ pub async fn run_agent(
     next_conversation: AtomicU64::new(1),
     next_call: AtomicU64::new(1),
     next_nested: AtomicU64::new(1),
+    subagent_invocations: AtomicU64::new(0),
+    subagents_active: AtomicU64::new(0),
     durable: durable_run.clone(),
     quiet: options.quiet,
   });

@@ -153,6 +153,8 @@ pub struct RunOptionsSpec {
   pub max_tool_calls: Option<f64>,
   pub deadline_ms: Option<f64>,
   pub max_subagent_depth: Option<f64>,
+  pub max_subagent_invocations: Option<f64>,
+  pub max_concurrent_subagents: Option<f64>,
   pub budget: Option<BudgetSpec>,
   pub breakers: Option<BreakerSpec>,
   pub max_cost_usd: Option<f64>,
@@ -176,6 +178,10 @@ pub struct RunLimits {
   pub max_tool_calls: u32,
   pub deadline_ms: Option<u64>,
   pub max_subagent_depth: u32,
+  /// Subagent runs the whole tree may start (`cave_subagent_invocation_limit` past it).
+  pub max_subagent_invocations: Option<u32>,
+  /// Subagent runs of the tree in flight at once (`cave_subagent_concurrency_limit` past it).
+  pub max_concurrent_subagents: Option<u32>,
   pub breakers: Option<Breakers>,
 }
 
@@ -231,6 +237,20 @@ impl RunOptionsSpec {
       ABSOLUTE_SUBAGENT_DEPTH_LIMIT as f64,
       "maxSubagentDepth",
     )?;
+    // No default: unset means unlimited, so the check runs only when the option is given.
+    let optional = |v: Option<f64>, code, max: u32, name| v.map(|_| positive_int(v, 1, code, max as f64, name)).transpose();
+    let max_subagent_invocations = optional(
+      self.max_subagent_invocations,
+      Code::SubagentInvocationLimitInvalid,
+      crate::limits::MAX_SUBAGENT_INVOCATIONS_LIMIT,
+      "maxSubagentInvocations",
+    )?;
+    let max_concurrent_subagents = optional(
+      self.max_concurrent_subagents,
+      Code::SubagentConcurrencyLimitInvalid,
+      crate::limits::MAX_CONCURRENT_SUBAGENTS_LIMIT,
+      "maxConcurrentSubagents",
+    )?;
     let breakers = match &self.breakers {
       None => None,
       Some(b) => {
@@ -268,6 +288,8 @@ impl RunOptionsSpec {
       max_tool_calls,
       deadline_ms,
       max_subagent_depth,
+      max_subagent_invocations,
+      max_concurrent_subagents,
       breakers,
     })
   }

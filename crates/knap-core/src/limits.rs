@@ -68,6 +68,11 @@ pub const GREP_MAX_MATCHES: usize = 200;
 /// `grep`: scopes of at most this many walk entries are searched on one thread (no walker
 /// threads to start); larger ones are walked in parallel.
 pub const GREP_SEQUENTIAL_WALK_MAX_ENTRIES: usize = 512;
+/// `grep`: a scope of at most this many walk entries whose files hold at most
+/// `GREP_INLINE_MAX_BYTES` together is searched on the calling thread (no blocking-pool hop, no
+/// timeout task): like `INLINE_READ_MAX_BYTES`, the hop costs more than the search.
+pub const GREP_INLINE_MAX_ENTRIES: usize = 64;
+pub const GREP_INLINE_MAX_BYTES: u64 = 256 * 1024;
 /// `grep`: the reference runs rg with a 30 s timeout.
 pub const GREP_TIMEOUT_MS: u64 = 30_000;
 /// Default `timeoutMs` of every tool but bash (`READ_TIMEOUT_MS`, `tool()` default).

@@ -454,18 +454,58 @@ impl Visitor<'_> {
   }
 }
 
-/// Runs the search. `stop` ends it early (the result is then marked `stopped`).
-pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, SearchError> {
+/// rg's matcher for a pattern. Compiling one costs more than searching a small tree, so the last
+/// few are kept (a matcher is immutable and depends only on these three inputs).
+fn matcher(pattern: &str, case_insensitive: bool, multiline: bool) -> Result<RegexMatcher, SearchError> {
+  type Key = (String, bool, bool);
+  static RECENT: Mutex<Vec<(Key, RegexMatcher)>> = Mutex::new(Vec::new());
+  const KEEP: usize = 16;
+  let lock = || RECENT.lock().unwrap_or_else(|e| e.into_inner());
+  if let Some((_, m)) = lock()
+    .iter()
+    .find(|((p, i, m), _)| p == pattern && *i == case_insensitive && *m == multiline)
+  {
+    return Ok(m.clone());
+  }
   let mut mb = RegexMatcherBuilder::new();
-  mb.case_insensitive(req.case_insensitive);
-  if req.multiline {
+  mb.case_insensitive(case_insensitive);
+  if multiline {
     mb.multi_line(true).dot_matches_new_line(true);
   } else {
     mb.line_terminator(Some(b'\n'));
   }
-  let matcher = mb
-    .build(&req.pattern)
-    .map_err(|e| SearchError::Regex(e.to_string()))?;
+  let built = mb.build(pattern).map_err(|e| SearchError::Regex(e.to_string()))?;
+  let mut recent = lock();
+  if recent.len() >= KEEP {
+    recent.remove(0);
+  }
+  recent.push(((pattern.to_string(), case_insensitive, multiline), built.clone()));
+  Ok(built)
+}
+
+/// Runs the search. `stop` ends it early (the result is then marked `stopped`).
+pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, SearchError> {
+  Ok(search_within(req, stop, None)?.expect("an unbounded search always runs"))
+}
+
+/// Runs the search only if the scope is small: at most `max_entries` walk entries whose regular
+/// files hold at most `max_bytes` together (the caller runs it on a thread that must not wait
+/// long). `Ok(None)`: the scope is larger and nothing was searched; run [`search`] elsewhere.
+pub fn search_small(
+  req: &SearchRequest,
+  stop: &AtomicBool,
+  max_entries: usize,
+  max_bytes: u64,
+) -> Result<Option<SearchResult>, SearchError> {
+  search_within(req, stop, Some((max_entries, max_bytes)))
+}
+
+fn search_within(
+  req: &SearchRequest,
+  stop: &AtomicBool,
+  bound: Option<(usize, u64)>,
+) -> Result<Option<SearchResult>, SearchError> {
+  let matcher = matcher(&req.pattern, req.case_insensitive, req.multiline)?;
   let walk = rg_walk(
     &req.scope,
     &req.root.path,
@@ -490,14 +530,28 @@ pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, Se
     }),
     stop,
   };
+  let max_entries = bound.map_or(GREP_SEQUENTIAL_WALK_MAX_ENTRIES, |(n, _)| n);
   let mut first: Vec<Result<ignore::DirEntry, ignore::Error>> = Vec::new();
   let mut small = true;
+  let mut bytes = 0u64;
   for entry in walk.build() {
+    if let (Some((_, max_bytes)), Ok(e)) = (bound, &entry) {
+      if e.file_type().is_some_and(|t| t.is_file()) {
+        // The size as listed (lstat); a file that grows after this is still read whole.
+        bytes += e.metadata().map_or(0, |m| m.len());
+        if bytes > max_bytes {
+          return Ok(None);
+        }
+      }
+    }
     first.push(entry);
-    if first.len() > GREP_SEQUENTIAL_WALK_MAX_ENTRIES {
+    if first.len() > max_entries {
       small = false;
       break;
     }
+  }
+  if !small && bound.is_some() {
+    return Ok(None);
   }
   if small {
     let mut searcher = visitor.searcher();
@@ -558,7 +612,7 @@ pub fn search(req: &SearchRequest, stop: &AtomicBool) -> Result<SearchResult, Se
       }
     }
   };
-  Ok(SearchResult { output, stopped })
+  Ok(Some(SearchResult { output, stopped }))
 }
 
 #[cfg(test)]

@@ -17,8 +17,14 @@ use super::{aborted, blocking, ShellToolName, ShellTools, ToolOutput};
 use crate::cap::{cap_tool_output, CapRequest, Direction};
 use crate::error::{Caveman, ToolError};
 use crate::exec::{ExecRequest, ExecResult};
-use crate::limits::{GREP_MAX_MATCHES, GREP_TIMEOUT_MS, PROCESS_CAPTURE_MAX_BYTES};
-use crate::search::{search, stop_on, walk_threads, Printer, SearchOutput, SearchRequest, SearchResult};
+use crate::limits::{
+  GREP_INLINE_MAX_BYTES, GREP_INLINE_MAX_ENTRIES, GREP_MAX_MATCHES, GREP_TIMEOUT_MS,
+  PROCESS_CAPTURE_MAX_BYTES,
+};
+use crate::search::{
+  search, search_small, stop_on, walk_threads, Printer, SearchError, SearchOutput, SearchRequest,
+  SearchResult,
+};
 use crate::text;
 use crate::workspace::Root;
 
@@ -56,7 +62,25 @@ pub(super) async fn run(
     max_lines: GREP_MAX_MATCHES,
     threads: walk_threads(),
   };
-  // Cancel on abort or after rg's 30 s budget.
+  // A small scope is searched here, at once: no blocking-pool hop and no timeout task (a few
+  // dozen small files take far less than rg's 30 s budget and than the hop itself).
+  let outcome = match grep_search_small(&options) {
+    Some(_) if cancel.is_cancelled() => return Err(aborted()),
+    Some(outcome) => outcome,
+    None => grep_on_pool(options, &cancel).await?,
+  };
+  let mut body = outcome.text;
+  if body.trim().is_empty() {
+    body = text::GREP_NO_MATCHES.to_string();
+  } else if outcome.more_lines {
+    body.truncate(body.trim_end_matches('\n').len());
+    body.push_str(&text::grep_matches_limited());
+  }
+  Ok(finish(tools, &pattern, body, !outcome.truncated))
+}
+
+/// The search on the blocking pool, stopped on abort or after rg's 30 s budget.
+async fn grep_on_pool(options: GrepOptions, cancel: &CancellationToken) -> Result<GrepOutcome, ToolError> {
   let stop = Arc::new(AtomicBool::new(false));
   let watcher = stop_on(stop.clone(), cancel.clone(), GREP_TIMEOUT_MS);
   let search_stop = stop.clone();
@@ -66,14 +90,7 @@ pub(super) async fn run(
   if cancel.is_cancelled() {
     return Err(aborted());
   }
-  let mut body = outcome.text;
-  if body.trim().is_empty() {
-    body = text::GREP_NO_MATCHES.to_string();
-  } else if outcome.more_lines {
-    body.truncate(body.trim_end_matches('\n').len());
-    body.push_str(&text::grep_matches_limited());
-  }
-  Ok(finish(tools, &pattern, body, !outcome.truncated))
+  Ok(outcome)
 }
 
 fn finish(tools: &ShellTools, pattern: &str, body: String, complete: bool) -> ToolOutput {
@@ -212,7 +229,25 @@ pub struct GrepOutcome {
 /// The search itself, through the one searcher with rg's `path:line:text` printer: synchronous,
 /// bounded by `max_lines`, stoppable through `stop`.
 pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
-  let req = SearchRequest {
+  let result = search(&request(opts), stop).map(Some);
+  outcome(opts, result, stop).expect("a search that ran")
+}
+
+/// [`grep_search`] if the scope is small enough to search on the calling thread
+/// (`GREP_INLINE_MAX_ENTRIES` walk entries, `GREP_INLINE_MAX_BYTES` of files); `None` otherwise.
+pub fn grep_search_small(opts: &GrepOptions) -> Option<GrepOutcome> {
+  let stop = AtomicBool::new(false);
+  let result = search_small(
+    &request(opts),
+    &stop,
+    GREP_INLINE_MAX_ENTRIES,
+    GREP_INLINE_MAX_BYTES,
+  );
+  outcome(opts, result, &stop)
+}
+
+fn request(opts: &GrepOptions) -> SearchRequest {
+  SearchRequest {
     pattern: opts.pattern.clone(),
     root: opts.root.clone(),
     scope: opts.scope.clone(),
@@ -230,9 +265,17 @@ pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
     head_limit: Some(opts.max_lines),
     max_line_length: usize::MAX,
     threads: opts.threads,
-  };
-  let (lines, errors, total, bytes) = match search(&req, stop) {
-    Ok(SearchResult {
+  }
+}
+
+fn outcome(
+  opts: &GrepOptions,
+  result: Result<Option<SearchResult>, SearchError>,
+  stop: &AtomicBool,
+) -> Option<GrepOutcome> {
+  let (lines, errors, total, bytes) = match result {
+    Ok(None) => return None,
+    Ok(Some(SearchResult {
       output: SearchOutput::Lines {
         lines,
         errors,
@@ -240,14 +283,14 @@ pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
         bytes,
       },
       ..
-    }) => (lines, errors, total, bytes),
-    Ok(_) => Default::default(),
+    })) => (lines, errors, total, bytes),
+    Ok(Some(_)) => Default::default(),
     // rg prints a bad pattern or glob and exits; the reference returns that text, not an error.
     Err(e) => {
-      return GrepOutcome {
+      return Some(GrepOutcome {
         text: format!("{}\n", e.message()),
         ..Default::default()
-      }
+      })
     }
   };
   let max = opts.max_lines;
@@ -266,9 +309,9 @@ pub fn grep_search(opts: &GrepOptions, stop: &AtomicBool) -> GrepOutcome {
     text.push('\n');
     lines_out += 1;
   }
-  GrepOutcome {
+  Some(GrepOutcome {
     text,
     more_lines: total + errors.len() > max,
     truncated: bytes > PROCESS_CAPTURE_MAX_BYTES || stop.load(Ordering::Relaxed),
-  }
+  })
 }

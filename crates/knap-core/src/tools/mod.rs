@@ -25,7 +25,7 @@ use crate::text;
 use crate::workspace::Workspace;
 
 pub use bash::process_env;
-pub use grep::{grep_search, GrepOptions, GrepOutcome};
+pub use grep::{grep_search, grep_search_small, GrepOptions, GrepOutcome};
 
 /// The six tool names, in the reference's default order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

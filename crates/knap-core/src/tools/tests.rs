@@ -733,6 +733,57 @@ async fn grep_honours_ignore_files_hidden_files_and_glob() {
   );
 }
 
+/// A small scope is searched on the calling thread: the call completes in its first poll with no
+/// tokio runtime (no blocking-pool hop, no timeout task); the same search past either inline bound
+/// (entries, bytes) goes to the pool and prints the same lines.
+#[test]
+fn a_small_grep_is_searched_inline_and_a_large_one_on_the_pool_with_the_same_output() {
+  use crate::limits::{GREP_INLINE_MAX_BYTES, GREP_INLINE_MAX_ENTRIES};
+  use futures::FutureExt;
+  use std::sync::atomic::AtomicBool;
+  let ws = workspace();
+  ws.write("a.txt", "needle one\nhay\n");
+  ws.write("src/b.rs", "fn needle() {}\n");
+  let out = ws
+    .tools
+    .execute("grep", &json!({"pattern": "needle"}), CancellationToken::new())
+    .now_or_never()
+    .expect("a small grep completes without waiting on another thread");
+  assert_eq!(out.unwrap().text, "./a.txt:1:needle one\n./src/b.rs:1:fn needle() {}\n");
+  let root = ws.tools.workspace().root().unwrap();
+  let opts = |pattern: &str| GrepOptions {
+    pattern: pattern.into(),
+    root: root.clone(),
+    scope: root.path.clone(),
+    display: ".".into(),
+    glob: None,
+    max_lines: 200,
+    threads: 2,
+  };
+  let pooled = |pattern: &str| grep_search(&opts(pattern), &AtomicBool::new(false)).text;
+  assert_eq!(grep_search_small(&opts("needle")).unwrap().text, pooled("needle"));
+  // A bad pattern is the same text either way.
+  assert_eq!(grep_search_small(&opts("(")).unwrap().text, pooled("("));
+  // Past the entry bound: no inline search, and the pool finds every file.
+  for i in 0..GREP_INLINE_MAX_ENTRIES {
+    ws.write(&format!("many/f{i:03}.txt"), "needle\n");
+  }
+  assert!(grep_search_small(&opts("needle")).is_none());
+  let text = pooled("needle");
+  assert_eq!(text.lines().count(), 2 + GREP_INLINE_MAX_ENTRIES);
+  assert!(text.contains("./many/f063.txt:1:needle\n"), "{text}");
+  // Past the byte bound with few entries.
+  std::fs::remove_dir_all(ws.path("many")).unwrap();
+  assert!(grep_search_small(&opts("needle")).is_some());
+  ws.write("big.txt", format!("{}needle big\n", "x".repeat(GREP_INLINE_MAX_BYTES as usize)));
+  assert!(grep_search_small(&opts("needle")).is_none());
+  let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+  let out = rt.block_on(ws.tools.execute("grep", &json!({"pattern": "needle"}), CancellationToken::new()));
+  // (The tool's text is the same lines, head-capped: the long line exceeds grep's cap.)
+  assert!(out.unwrap().text.starts_with("./a.txt:1:needle one\n./big.txt:1:xxx"));
+  assert!(pooled("needle").ends_with("needle big\n./src/b.rs:1:fn needle() {}\n"));
+}
+
 #[tokio::test]
 async fn grep_limits_to_200_matches() {
   let ws = workspace();

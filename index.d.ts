@@ -1018,6 +1018,12 @@ export interface StepUsageInput {
   cachedInputTokens?: number
 }
 
+/**
+ * Up to `limit` (default 1) of `candidates` near `reference`, nearest first (knap_core::suggest:
+ * case, `-`, `_`, `.` ignored): "did you mean" for option keys and other names knap refuses.
+ */
+export declare function suggestNames(reference: string, candidates: Array<string>, limit?: number | undefined | null): Array<string>
+
 /** USD per token (`createBudgetTracker`'s `modelPricing`, OpenRouter's prices). */
 export interface TokenPricingInput {
   inputPerToken: number

@@ -916,5 +916,6 @@ module.exports.sha256Hex = nativeBinding.sha256Hex
 module.exports.shellQuote = nativeBinding.shellQuote
 module.exports.staticContextDiagnostics = nativeBinding.staticContextDiagnostics
 module.exports.stepCostUsd = nativeBinding.stepCostUsd
+module.exports.suggestNames = nativeBinding.suggestNames
 module.exports.TOOL_POLICY_TIMEOUT_MS = nativeBinding.TOOL_POLICY_TIMEOUT_MS
 module.exports.validateRunReceiptJson = nativeBinding.validateRunReceiptJson

@@ -71,7 +71,7 @@ describe("tool objects", () => {
       ["bash", "read_file", "read_tool_output"],
     );
     assert.deepEqual(shellTools({ workspace: ws.root, tools: [] }), []);
-    assert.throws(() => shellTools({ workspace: ws.root, tools: ["read_file", "rm_rf"] }), coded("cave_shell_tool_unknown:rm_rf"));
+    assert.throws(() => shellTools({ workspace: ws.root, tools: ["read_file", "rm_rf"] }), coded("cave_shell_tool_unknown:rm_rf", /^cave_shell_tool_unknown:rm_rf\nhint: the tools are read_file, grep, bash, write_file, edit_file, read_tool_output$/));
     assert.throws(() => shellTools({ workspace: ws.root, tools: ["grep", "bash", "grep"] }), coded("cave_shell_tool_duplicate:grep"));
     // Construction is synchronous and the workspace need not exist yet.
     assert.equal(shellTools({ workspace: `${ws.outside}/later` }).length, 6);

@@ -4,6 +4,7 @@
 // Rust tools as a core `ExecutionBackend`.
 import { randomUUID } from "node:crypto";
 import { native, codedError, cancelTokenFor, call } from "./native.mjs";
+import { didYouMean } from "./config-keys.mjs";
 
 /** Backend objects and the native backend each stands for. */
 const NATIVE = new WeakMap();
@@ -203,7 +204,10 @@ function cutBytes(text, max) {
 export function httpExecutionBackend(options) {
   if (options === null || typeof options !== "object") throw codedError("cave_execution_backend_http_url_required");
   for (const key of Object.keys(options)) {
-    if (!HTTP_OPTIONS.has(key)) throw codedError(`cave_execution_backend_http_option_unknown:${key}`);
+    if (!HTTP_OPTIONS.has(key)) {
+      const code = `cave_execution_backend_http_option_unknown:${key}`;
+      throw codedError(code, `${code}\nhint: ${didYouMean(key, HTTP_OPTIONS)}the options are ${[...HTTP_OPTIONS].join(", ")}`);
+    }
   }
   const base = typeof options.url === "string" ? options.url.replace(/\/+$/, "") : "";
   if (base === "") throw codedError("cave_execution_backend_http_url_required");

@@ -22,6 +22,9 @@ function failWithHint(message, hint) {
   throw withHint(new Error(`caveman agent: ${message}`), hint);
 }
 
+/** The hint for a value outside a closed set (this module loads without the addon, so no nearest-name match). */
+const oneOf = (field, values) => `${field} is one of ${[...values].map((v) => JSON.stringify(v)).join(", ")}`;
+
 const isPositiveInteger = (n) => Number.isSafeInteger(n) && n > 0;
 
 function strip(schemaObject) {
@@ -101,7 +104,7 @@ export function tool(options) {
   const { name, description, effect } = options;
   assertToolName(name);
   if (typeof description !== "string") fail(`tool ${JSON.stringify(name)} needs a description`);
-  if (!EFFECTS.has(effect)) fail(`unknown tool effect ${JSON.stringify(effect)}`);
+  if (!EFFECTS.has(effect)) failWithHint(`unknown tool effect ${JSON.stringify(effect)}`, oneOf("effect", EFFECTS));
   if (options.speculative && effect !== "read") fail("speculative tool must be read-only");
   const timeoutMs = options.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
   if (!isPositiveInteger(timeoutMs)) fail("tool timeoutMs must be a positive integer");
@@ -109,7 +112,7 @@ export function tool(options) {
     fail("schemaSemanticsSHA256 must be lowercase SHA-256");
   }
   const result = options.result ?? "auto";
-  if (typeof result === "string" && !RESULT_POLICIES.has(result)) fail(`unknown tool result policy ${JSON.stringify(result)}`);
+  if (typeof result === "string" && !RESULT_POLICIES.has(result)) failWithHint(`unknown tool result policy ${JSON.stringify(result)}`, oneOf("result", RESULT_POLICIES));
   const { nestedTools, speculativeTools } = compositeOptions(options);
   const standardInput = options.input && typeof options.input === "object" && options.input["~standard"] ? options.input : undefined;
   const userExecute = options.execute;
@@ -216,7 +219,7 @@ export function agent(options) {
     names.add(t.name);
   }
   const sandbox = options.sandbox ?? "required";
-  if (!SANDBOXES.has(sandbox)) fail(`unknown sandbox mode ${JSON.stringify(sandbox)}`);
+  if (!SANDBOXES.has(sandbox)) failWithHint(`unknown sandbox mode ${JSON.stringify(sandbox)}`, oneOf("sandbox", SANDBOXES));
   for (const t of tools) {
     if (typeof t.name === "string" && t.name.startsWith("cave_")) fail(`tool prefix cave_ is reserved by framework (${t.name})`);
   }

@@ -6,6 +6,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 
 import { native, codedError } from "./native.mjs";
+import { didYouMean } from "./config-keys.mjs";
 import { stream } from "./run.mjs";
 import { estimateCostUsd } from "./prices.mjs";
 import { restoreConversation } from "./conversation.mjs";
@@ -304,7 +305,10 @@ function sseResponse(buffer, lastEventId, { sessionStream, endOnTurnEnd, settled
 export function createAgentHandler(options) {
   if (options === null || typeof options !== "object") throw new TypeError("createAgentHandler(options): options must be an object");
   for (const key of Object.keys(options)) {
-    if (!HANDLER_OPTIONS.has(key)) throw codedError("cave_serve_option_unknown", `cave_serve_option_unknown: createAgentHandler does not take ${JSON.stringify(key)}`);
+    if (!HANDLER_OPTIONS.has(key)) {
+      const hint = `${didYouMean(key, HANDLER_OPTIONS)}the options are ${[...HANDLER_OPTIONS].join(", ")}`;
+      throw codedError("cave_serve_option_unknown", `cave_serve_option_unknown: createAgentHandler does not take ${JSON.stringify(key)}\nhint: ${hint}`);
+    }
   }
   const { definition, token, authenticate, runOptions, upgrade } = options;
   if (definition?.kind !== "agent") throw new TypeError("createAgentHandler: definition must be an agent() definition");

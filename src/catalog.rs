@@ -130,6 +130,15 @@ pub fn catalog_nearest(reference: String, limit: Option<u32>) -> Vec<String> {
   catalog::nearest(&reference, limit.unwrap_or(3) as usize)
 }
 
+/// Up to `limit` (default 1) of `candidates` near `reference`, nearest first (knap_core::suggest:
+/// case, `-`, `_`, `.` ignored): "did you mean" for option keys and other names knap refuses.
+#[napi]
+pub fn suggest_names(reference: String, candidates: Vec<String>, limit: Option<u32>) -> Vec<String> {
+  let names = candidates.iter().map(String::as_str);
+  let near = knap_core::suggest::nearest(&reference, names, limit.unwrap_or(1) as usize);
+  near.into_iter().map(str::to_string).collect()
+}
+
 /// USD per token (`createBudgetTracker`'s `modelPricing`, OpenRouter's prices).
 #[napi(object)]
 pub struct TokenPricingInput {

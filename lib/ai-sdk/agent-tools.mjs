@@ -8,7 +8,7 @@ import { cached, resolveCacheConfig, createInvalidationLog, CACHE_INTERNAL } fro
 import { applyContextLayers, createExecutionPolicy, createOutputPolicy } from "./context.mjs";
 import { fetchOpenRouterModels, createBudgetTracker } from "./budget.mjs";
 import { codedError } from "../native.mjs";
-import { refuseUnknownKeys } from "../config-keys.mjs";
+import { didYouMean, refuseUnknownKeys } from "../config-keys.mjs";
 import { traced } from "../debug.mjs";
 
 export const DEFAULT_CONFIG = Object.freeze({
@@ -113,7 +113,11 @@ export async function createAgentTools(sandbox, config = {}) {
   let openRouterModels;
   const registry = config.modelRegistry?.provider === "openRouter" || config.budget?.pricingProvider === "openRouter";
   if (config.modelRegistry && config.modelRegistry.provider !== "openRouter") {
-    throw codedError("cave_model_registry_unknown", `cave_model_registry_unknown: unknown model registry provider ${JSON.stringify(config.modelRegistry.provider)}`);
+    const provider = config.modelRegistry.provider;
+    throw codedError(
+      "cave_model_registry_unknown",
+      `cave_model_registry_unknown: unknown model registry provider ${JSON.stringify(provider)}\nhint: ${didYouMean(String(provider), ["openRouter"])}the providers are openRouter`,
+    );
   }
   if (registry) {
     openRouterModels = await fetchOpenRouterModels(config.modelRegistry?.apiKey ?? config.budget?.apiKey, {

@@ -7,6 +7,7 @@
 // `signal` and streams `onOutput` chunks where the SDK can.
 import { codedError } from "../native.mjs";
 import { native } from "../native.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
 
 const shellQuote = (v) => native.shellQuote(String(v));
 
@@ -37,13 +38,7 @@ const KNOWN_CONFIG = {
 };
 
 function refuseUnknown(kind, fn, config) {
-  const unknown = Object.keys(config).filter((k) => !KNOWN_CONFIG[kind].includes(k));
-  if (unknown.length) {
-    throw codedError(
-      "cave_config_unknown_key",
-      `cave_config_unknown_key: ${fn} does not know ${unknown.map((k) => JSON.stringify(k)).join(", ")}\nhint: the options are ${KNOWN_CONFIG[kind].join(", ")}`,
-    );
-  }
+  refuseUnknownKeys(fn, config, KNOWN_CONFIG[kind]);
 }
 
 /** The file operations every shell-backed sandbox shares, over its `exec`. */

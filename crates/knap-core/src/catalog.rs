@@ -5,7 +5,8 @@
 //!
 //! Also the one place that prices a usage: pi's usage (USD per million tokens, for the kernel and
 //! `estimateCostUsd`) and the AI SDK's step usage (USD per token, for `createBudgetTracker`), and
-//! the one fuzzy model-id matcher (`match_model_id`) and "did you mean" (`nearest`).
+//! the one fuzzy model-id matcher (`match_model_id`) and "did you mean" (`nearest`, on
+//! `suggest`).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -140,51 +141,30 @@ pub fn context_window(provider: &str, id: &str) -> Option<u64> {
   lookup(provider, id).map(|m| m.context_window).filter(|&w| w > 0)
 }
 
-/// Up to `limit` catalog keys (`provider/id`) closest to `reference`, for "did you mean". A key
-/// qualifies when its edit distance to the reference is at most a third of the reference's
-/// length (at least 2), or when one contains the other; closest first, then alphabetical.
+/// Up to `limit` catalog keys (`provider/id`) closest to `reference`, for "did you mean", by
+/// `suggest::distance` (case, `-`, `_` and `.` ignored; edit distance within a third of the
+/// length, or one containing the other); closest first, then alphabetical. A reference with the
+/// provider of a model compares ids, one with another provider compares whole keys, one
+/// without a provider compares ids.
 pub fn nearest(reference: &str, limit: usize) -> Vec<String> {
   let want = reference.to_lowercase();
   let (want_provider, want_id) = match want.split_once('/') {
     Some((p, i)) => (Some(p), i),
     None => (None, want.as_str()),
   };
-  let budget = (want.chars().count() / 3).max(2);
   let mut scored: Vec<(usize, &Model)> = Vec::new();
   for m in models() {
-    let key = m.key().to_lowercase();
-    // Without a provider in the reference, compare ids only; with one, a matching provider
-    // compares ids and any other compares whole keys.
     let distance = match want_provider {
-      Some(p) if p == m.provider.to_lowercase() => edit_distance(want_id, &m.id.to_lowercase()),
-      Some(_) => edit_distance(&want, &key),
-      None => edit_distance(want_id, &m.id.to_lowercase()),
+      Some(p) if p == m.provider.to_lowercase() => crate::suggest::distance(want_id, &m.id),
+      Some(_) => crate::suggest::distance(&want, &m.key()),
+      None => crate::suggest::distance(want_id, &m.id),
     };
-    let theirs = if want_provider.is_some() { key.as_str() } else { &key[m.provider.len() + 1..] };
-    let mine = if want_provider.is_some() { want.as_str() } else { want_id };
-    let contains = !mine.is_empty() && (theirs.contains(mine) || mine.contains(theirs));
-    if distance <= budget || contains {
-      scored.push((if distance <= budget { distance } else { budget + 1 }, m));
+    if let Some(d) = distance {
+      scored.push((d, m));
     }
   }
   scored.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.key().cmp(&b.1.key())));
   scored.into_iter().take(limit).map(|(_, m)| m.key()).collect()
-}
-
-/// Levenshtein distance over chars (ids are short; two rows of the table are enough).
-fn edit_distance(a: &str, b: &str) -> usize {
-  let b: Vec<char> = b.chars().collect();
-  let mut prev: Vec<usize> = (0..=b.len()).collect();
-  let mut cur = vec![0; b.len() + 1];
-  for (i, ca) in a.chars().enumerate() {
-    cur[0] = i + 1;
-    for (j, &cb) in b.iter().enumerate() {
-      let substitute = prev[j] + usize::from(ca != cb);
-      cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
-    }
-    std::mem::swap(&mut prev, &mut cur);
-  }
-  prev[b.len()]
 }
 
 // ------------------------------------------------------------------ the AI SDK's step usage
@@ -351,7 +331,9 @@ mod tests {
   #[test]
   fn did_you_mean() {
     let near = nearest("anthropic/claude-haiku-4.5", 3);
-    assert!(near.iter().any(|k| k == "anthropic/claude-haiku-4-5"), "{near:?}");
+    assert_eq!(near.first().map(String::as_str), Some("anthropic/claude-haiku-4-5"), "{near:?}");
+    let near = nearest("Anthropic/Claude_Haiku_4_5", 3);
+    assert_eq!(near.first().map(String::as_str), Some("anthropic/claude-haiku-4-5"), "{near:?}");
     let near = nearest("claude-haiku-4-5", 50);
     assert!(near.iter().any(|k| k == "anthropic/claude-haiku-4-5"), "{near:?}");
     assert!(nearest("zzzzzzzzzzzzzzzzzzzzzzzz", 5).is_empty());

@@ -100,7 +100,12 @@ impl RuntimeOptions {
         "maxTimeoutMs" => &mut |n| out.max_timeout_ms = n,
         "maxWaitMs" => &mut |n| out.max_wait_ms = n,
         "spill" => continue,
-        other => return Err(coded(&format!("command_session_option_unknown:{other}"))),
+        other => {
+          return Err(
+            coded(&format!("command_session_option_unknown:{other}"))
+              .with_hint(crate::suggest::unknown_hint(other, RUNTIME_KEYS, "options")),
+          )
+        }
       };
       let n = positive_safe_integer(value).ok_or_else(|| coded(&format!("command_session_{key}_invalid")))?;
       slot(n);
@@ -637,13 +642,18 @@ fn session_id_of(v: Option<&Value>) -> Result<String, ToolError> {
   }
 }
 
+const RUNTIME_KEYS: &[&str] =
+  &["maxSessions", "maxOutputBytes", "maxReadBytes", "maxInputBytes", "maxTimeoutMs", "maxWaitMs", "spill"];
 const START_KEYS: &[&str] = &["command", "args", "cwd", "env", "stdin", "timeoutMs"];
 const READ_KEYS: &[&str] = &["sessionId", "cursor", "query", "limit", "waitMs"];
 const WRITE_KEYS: &[&str] = &["sessionId", "input", "closeStdin"];
 
 fn refuse_unknown(map: &serde_json::Map<String, Value>, known: &[&str], op: &str) -> Result<(), ToolError> {
   match map.keys().find(|k| !known.contains(&k.as_str())) {
-    Some(k) => Err(coded(&format!("command_session_{op}_option_unknown:{k}"))),
+    Some(k) => Err(
+      coded(&format!("command_session_{op}_option_unknown:{k}"))
+        .with_hint(crate::suggest::unknown_hint(k, known, "options")),
+    ),
     None => Ok(()),
   }
 }

@@ -54,6 +54,16 @@ fn option_invalid(key: &str, why: &str) -> Error {
   )
 }
 
+const OPTION_KEYS: &[&str] = &[
+  "maxCompactions",
+  "keepRecentTokens",
+  "summaryMaxTokens",
+  "minYieldTokens",
+  "headroomCalls",
+  "pinnedUserTokens",
+  "preserveFirstUserMessage",
+];
+
 /// Normalizes `RunBudget.compaction`. Any non-positive or non-integer count, a non-boolean flag or
 /// an unknown key is `cave_compaction_option_invalid:<key>`. `summarizerModel` and the rollover
 /// variant (`mode: "new-context"`, `newContext`) are refused by the JS layer before this point,
@@ -85,7 +95,12 @@ pub fn normalize(options: Option<&Value>) -> Result<Compaction, Error> {
       "minYieldTokens" => &mut out.min_yield_tokens,
       "headroomCalls" => &mut out.headroom_calls,
       "pinnedUserTokens" => &mut out.pinned_user_tokens,
-      _ => return Err(option_invalid(key, "is not a compaction option (maxCompactions, keepRecentTokens, summaryMaxTokens, minYieldTokens, headroomCalls, pinnedUserTokens, preserveFirstUserMessage)")),
+      _ => {
+        let why = "is not a compaction option (maxCompactions, keepRecentTokens, summaryMaxTokens, minYieldTokens, headroomCalls, pinnedUserTokens, preserveFirstUserMessage)";
+        let hint = crate::suggest::did_you_mean(key, OPTION_KEYS.iter().copied());
+        let why = if hint.is_empty() { why.to_string() } else { format!("{why}\nhint: {}", hint.trim_end()) };
+        return Err(option_invalid(key, &why));
+      }
     };
     let n = value.as_f64().unwrap_or(f64::NAN);
     if !(n.is_finite() && n.fract() == 0.0 && n >= 1.0 && n <= crate::limits::MAX_SAFE_INTEGER) {
@@ -593,6 +608,13 @@ mod tests {
       let e = normalize(Some(&bad)).unwrap_err();
       assert!(e.message.starts_with("cave_compaction_option_invalid:"), "{}", e.message);
     }
+    let e = normalize(Some(&json!({"maxCompaction": 2}))).unwrap_err();
+    assert_eq!(
+      e.message,
+      "cave_compaction_option_invalid:maxCompaction: is not a compaction option (maxCompactions, keepRecentTokens, summaryMaxTokens, minYieldTokens, headroomCalls, pinnedUserTokens, preserveFirstUserMessage)\nhint: did you mean \"maxCompactions\"?"
+    );
+    let e = normalize(Some(&json!({"qqqqqqqqqq": 2}))).unwrap_err();
+    assert!(!e.message.contains("\nhint: "), "{}", e.message);
   }
 
   #[test]

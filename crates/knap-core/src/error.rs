@@ -33,6 +33,14 @@ impl ToolError {
     }
   }
 
+  /// Adds what to do as a second message line, `hint: …` (JS `error.hint`); the first line,
+  /// the reference's text, stays as it is.
+  pub fn with_hint(mut self, hint: impl AsRef<str>) -> Self {
+    self.message.push_str("\nhint: ");
+    self.message.push_str(hint.as_ref());
+    self
+  }
+
   /// Node-style errno error: `ENOENT: no such file or directory, open '<path>'`.
   pub fn from_io(err: &std::io::Error, syscall: &str, path: &std::path::Path) -> Self {
     let (code, text) = errno_text(err);

@@ -30,6 +30,7 @@ pub mod search;
 pub mod skills;
 pub mod serve;
 pub mod store;
+pub mod suggest;
 pub mod text;
 pub mod tools;
 pub mod truncate;

@@ -470,6 +470,11 @@ async fn validation_codes_in_order() {
   ] {
     assert_eq!(RuntimeOptions::from_json(&o).unwrap_err().code, code);
   }
+  let e = RuntimeOptions::from_json(&json!({"maxSesions": 1})).unwrap_err();
+  assert_eq!(
+    e.message,
+    "command_session_option_unknown:maxSesions\nhint: did you mean \"maxSessions\"? the options are maxSessions, maxOutputBytes, maxReadBytes, maxInputBytes, maxTimeoutMs, maxWaitMs, spill"
+  );
   // A missing command is a session that ended with a spawn error.
   let mut o = sh("");
   o["command"] = json!("/definitely/not/here");
@@ -493,7 +498,11 @@ fn a_full_ring_holds_its_cap_not_twice_it() {
   assert_eq!(out.total, 200 * 64 * 1024);
   assert_eq!(out.mem_from, out.total - cap as u64);
   // Left to `extend`, the buffer doubled to 8 MiB once it passed the cap.
-  assert!(out.mem.capacity() <= cap + chunk.len(), "capacity {}", out.mem.capacity());
+  assert!(
+    out.mem.capacity() <= cap + chunk.len(),
+    "capacity {}",
+    out.mem.capacity()
+  );
   // One push larger than the cap keeps its last `cap` bytes.
   let big: Vec<u8> = (0..(cap + 10)).map(|i| (i % 251) as u8 % 128).collect();
   out.push(&big);

@@ -161,8 +161,11 @@ impl ShellTools {
       Some(names) => {
         let mut out: Vec<ShellToolName> = Vec::with_capacity(names.len());
         for name in names {
-          let parsed = ShellToolName::parse(name)
-            .ok_or_else(|| ToolError::coded(format!("cave_shell_tool_unknown:{name}")))?;
+          let parsed = ShellToolName::parse(name).ok_or_else(|| {
+            let names = ShellToolName::ALL.map(ShellToolName::as_str);
+            ToolError::coded(format!("cave_shell_tool_unknown:{name}"))
+              .with_hint(crate::suggest::unknown_hint(name, &names, "tools"))
+          })?;
           if out.contains(&parsed) {
             return Err(ToolError::coded(format!("cave_shell_tool_duplicate:{name}")));
           }

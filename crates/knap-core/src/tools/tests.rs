@@ -198,7 +198,18 @@ fn selection_keeps_the_given_order_and_rejects_unknown_and_duplicates() {
   let e = build(&["read_file", "nope"]);
   assert_eq!(
     (e.code.as_str(), e.message.as_str()),
-    ("cave_shell_tool_unknown:nope", "cave_shell_tool_unknown:nope")
+    (
+      "cave_shell_tool_unknown:nope",
+      "cave_shell_tool_unknown:nope\nhint: the tools are read_file, grep, bash, write_file, edit_file, read_tool_output"
+    )
+  );
+  let e = build(&["Read_File"]);
+  assert_eq!(e.code, "cave_shell_tool_unknown:Read_File");
+  assert!(
+    e.message
+      .starts_with("cave_shell_tool_unknown:Read_File\nhint: did you mean \"read_file\"? the tools are "),
+    "{}",
+    e.message
   );
   let e = build(&["grep", "bash", "grep"]);
   assert_eq!(

@@ -70,7 +70,12 @@ impl Level {
     if self.shared.deadline.is_some_and(|d| Instant::now() >= d) || self.shared.cancel.is_cancelled() {
       return Ok(());
     }
-    let Some(meter) = &self.accounting.meter else {
+    let Some(meter) = self
+      .accounting
+      .meter
+      .as_ref()
+      .map(super::budget::MeterCell::snapshot)
+    else {
       return Ok(());
     };
     let price = self.accounting.price;
@@ -154,7 +159,12 @@ impl Level {
     options: &Compaction,
     pre: u64,
   ) -> Result<Option<Compacted>, RunFailure> {
-    let Some(meter) = &self.accounting.meter else {
+    let Some(meter) = self
+      .accounting
+      .meter
+      .as_ref()
+      .map(super::budget::MeterCell::snapshot)
+    else {
       return Ok(None);
     };
     let price = self.accounting.price;

@@ -206,6 +206,10 @@ impl Level {
       return Ok(None);
     }
     let (provider, model) = (self.agent.model.provider.clone(), self.agent.model.id.clone());
+    // The summarizer takes a reservation too (a tranche's `atCall` counts it).
+    if let Some(m) = &self.accounting.meter {
+      m.lock().calls += 1;
+    }
     let durable = self.shared.durable.clone();
     if let Some(d) = &durable {
       if let Err(e) = d.call_started(&self.path, "compaction", &provider, &model).await {

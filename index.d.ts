@@ -118,6 +118,13 @@ export declare class NativeProgramTools {
 export declare class NativeRun {
   constructor()
   /**
+   * `BudgetController.releaseBudget(amount, reason)`: the root meter's release, with its
+   * codes. `amount` is NaN and `reason` undefined when JS was handed something else.
+   */
+  releaseBudget(amount: number, reason?: string | undefined | null): { amount: number; reason: string; atCall: number }
+  /** The root meter's figures for a `BudgetController`'s getters (`null` before the run has one). */
+  budgetSnapshot(): { denomination: string; max: number; released: number; spent: number; tranches: { amount: number; reason: string; atCall: number }[] } | null
+  /**
    * Starts the run described by `agentJson` and `optionsJson` (JSON once per run, not per
    * step) and polls it until it waits on something. Returns the outcome if the run is already
    * over, else `null`; `replyModel` / `replyTool` / `replyError` / `pump` return it the same
@@ -489,6 +496,8 @@ export interface BindingRunHooks {
   nested: (answer: { reply: number; ok: boolean; value?: unknown; message?: string; code?: string }) => void
   /** The user's policy (wrapped): its decision, or a Promise of it. */
   policy?: (input: { runId: string; agentId: string; agentPath: string[]; toolCallId: string; parentToolCallId?: string; name: string; effect: string; args: unknown }) => unknown
+  /** The user's `onBudgetExhausted` handler: `"stop"`, `{release, reason}`, or a Promise of it. */
+  budget?: (ctx: { denomination: string; max: number; released: number; spent: number; remaining: number; releasable: number; calls: number }) => unknown
   /** A batch of `CavemanRunEvent`s, in order. */
   events: (events: object[]) => void
   abortTool: (callId: number) => void

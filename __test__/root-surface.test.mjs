@@ -219,7 +219,7 @@ test("options knap does not act on are refused with a code naming them; printRec
   for (const [name, value] of [["modelRouter", () => ({})], ["controller", new knap.AgentRunController()]]) {
     await assert.rejects(go({ [name]: value }), { code: "cave_run_option_unsupported", message: new RegExp(`^cave_run_option_unsupported:${name}:`) });
   }
-  await assert.rejects(go({ onBudgetExhausted: async () => "stop", budget: { maxTokens: 1000 } }), { message: /cave_run_option_unsupported:onBudgetExhausted/ });
+  await assert.rejects(go({ onBudgetExhausted: "compact", budget: { maxTokens: 1000 } }), { code: "cave_budget_on_exhausted_invalid" });
   await assert.rejects(go({ budgetController: knap.createBudgetController() }), { code: "cave_budget_controller_without_budget" });
   await assert.rejects(go({ maxSubagentInvocations: 0 }), { code: "cave_subagent_invocation_limit_invalid" });
   await assert.rejects(go({ sandboxProfile: { network: true, childProcess: false, credentialEnv: [] } }), { code: "cave_sandbox_network_egress_unbounded" });

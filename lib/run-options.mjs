@@ -1,6 +1,7 @@
 // Run options knap validates but whose behaviour its kernel does not provide yet are refused
 // with a code naming them, never accepted and ignored.
 import { codedError } from "./native.mjs";
+import { BudgetController } from "./budget-controller.mjs";
 
 const range = (name, value, max, code) => {
   if (value !== undefined && !(Number.isSafeInteger(value) && value >= 1 && value <= max)) {
@@ -29,15 +30,19 @@ export function refuseUnactedOptions(definition, options) {
   if (options.budgetController !== undefined && options.budget === undefined) {
     throw codedError("cave_budget_controller_without_budget");
   }
+  // The reference names no code for these shapes; a value the run cannot use is refused, not ignored.
+  if (options.budgetController !== undefined && !(options.budgetController instanceof BudgetController)) {
+    throw codedError("cave_budget_controller_invalid", "cave_budget_controller_invalid: budgetController must come from createBudgetController()");
+  }
+  const onExhausted = options.onBudgetExhausted;
+  if (onExhausted !== undefined && onExhausted !== "stop" && typeof onExhausted !== "function") {
+    throw codedError("cave_budget_on_exhausted_invalid", `cave_budget_on_exhausted_invalid: onBudgetExhausted must be "stop" or a function (ctx) => "stop" | {release, reason}, got ${JSON.stringify(onExhausted) ?? typeof onExhausted}`);
+  }
   const notYet = [
     ["modelRouter", "knap's kernel does not route calls between models yet"],
     ["controller", "knap's kernel does not deliver steering or follow-up messages yet"],
-    ["budgetController", "knap's kernel does not release staged budget yet"],
   ];
   for (const [name, why] of notYet) if (options[name] !== undefined) throw unsupported(name, why);
-  if (options.onBudgetExhausted !== undefined && options.onBudgetExhausted !== "stop") {
-    throw unsupported("onBudgetExhausted", "knap's kernel does not escalate an exhausted budget yet; use \"stop\"");
-  }
   const compaction = options.budget?.compaction;
   if (compaction && typeof compaction === "object") {
     // The summarizer is the run's working model; the reference's rollover variant was not read.

@@ -12,6 +12,7 @@ import { callModel } from "./transport.mjs";
 import { storeRef, jsStoreHook } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
 import { refuseUnactedOptions } from "./run-options.mjs";
+import { BUDGET_CONTROLLER_BIND } from "./budget-controller.mjs";
 import { printRunReceipt } from "./receipt.mjs";
 import { resolveRunMemory, localMemoryTools, MEMORY_SYSTEM_PROMPT } from "./memory.mjs";
 
@@ -459,6 +460,8 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
         else pending.reject(codedError(answer.code ?? String(answer.message).split(":")[0], answer.message));
       },
       policy: typeof policy === "function" ? (input) => askPolicy(policy, input) : undefined,
+      // onBudgetExhausted: called (and awaited) like the policy; the kernel judges the answer.
+      budget: typeof options.onBudgetExhausted === "function" ? (ctx) => askPolicy(options.onBudgetExhausted, ctx) : undefined,
       events(batch) {
         for (const event of batch) {
           if (event.type === "run_end" || event.type === "run_error") releaseLoop();
@@ -557,6 +560,21 @@ async function* runEvents(definition, content, options, quiet, input) {
     return;
   }
 
+  // A BudgetController reads and releases the run's own meter while the run is live.
+  let unbindBudget;
+  try {
+    unbindBudget = options.budgetController?.[BUDGET_CONTROLLER_BIND]({
+      release: (amount, reason) => nativeRun.releaseBudget(typeof amount === "number" ? amount : NaN, typeof reason === "string" ? reason : undefined),
+      snapshot: () => {
+        const snapshot = nativeRun.budgetSnapshot();
+        if (!snapshot) throw codedError("cave_budget_controller_unbound");
+        return snapshot;
+      },
+    });
+  } catch (error) {
+    options.signal?.removeEventListener("abort", onAbort);
+    throw error;
+  }
   keepAlive = setInterval(() => {}, 2 ** 30);
   let completed = false;
   try {
@@ -586,6 +604,7 @@ async function* runEvents(definition, content, options, quiet, input) {
       await events.wait();
     }
   } finally {
+    unbindBudget?.();
     commitConversation();
     options.signal?.removeEventListener("abort", onAbort);
     if (!completed && !outcome) {

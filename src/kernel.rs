@@ -14,6 +14,7 @@ use knap_core::code::{Code, Error};
 use knap_core::durable::store::{DiskStore, DurableStore};
 use knap_core::durable::DurableError;
 use knap_core::exec::BoxFuture;
+use knap_core::kernel::budget::{ExhaustionAnswer, ExhaustionContext, MeterCell, Tranche};
 use knap_core::kernel::event::RunEvent;
 use knap_core::kernel::host::{Host, HostError, HostToolCall, ModelCall, ToolSchema};
 use knap_core::kernel::local::{LocalExecutor, LocalHandle};
@@ -34,8 +35,10 @@ use serde_json::{Number, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::BudgetReturn;
 use crate::policy::{PolicyAnswerJs, PolicyReturn};
 use crate::shell_tools::toolset_by_id;
+use crate::ErrorCode;
 
 /// A Rust value handed to JS as the plain object serde makes of it, with no JSON text. It goes
 /// through a `serde_json::Value` because napi's converter of those writes integers up to 2^53
@@ -77,6 +80,11 @@ pub struct BindingRunHooks {
     ts_type = "(input: { runId: string; agentId: string; agentPath: string[]; toolCallId: string; parentToolCallId?: string; name: string; effect: string; args: unknown }) => unknown"
   )]
   pub policy: Option<FunctionRef<Serde<PolicyInput>, PolicyReturn>>,
+  /// The user's `onBudgetExhausted` handler: `"stop"`, `{release, reason}`, or a Promise of it.
+  #[napi(
+    ts_type = "(ctx: { denomination: string; max: number; released: number; spent: number; remaining: number; releasable: number; calls: number }) => unknown"
+  )]
+  pub budget: Option<FunctionRef<Serde<ExhaustionContext>, BudgetReturn>>,
   /// A batch of `CavemanRunEvent`s, in order.
   #[napi(ts_type = "(events: object[]) => void")]
   pub events: FunctionRef<Serde<Vec<RunEvent>>, ()>,
@@ -305,6 +313,10 @@ enum Out {
     PolicyInput,
     oneshot::Sender<std::result::Result<PolicyReturn, String>>,
   ),
+  Budget(
+    ExhaustionContext,
+    oneshot::Sender<std::result::Result<BudgetReturn, String>>,
+  ),
   AbortTool(u64),
   Output(u32, String, String),
   Store(
@@ -379,6 +391,8 @@ struct JsHost {
   replies: Arc<Replies>,
   policy: Option<Arc<dyn ToolPolicy>>,
   inbox: Arc<NestedInbox>,
+  /// The run has an `onBudgetExhausted` handler.
+  budget_handler: bool,
 }
 
 impl Host for JsHost {
@@ -441,6 +455,29 @@ impl Host for JsHost {
 
   fn nested_inbox(&self) -> Option<Arc<NestedInbox>> {
     Some(self.inbox.clone())
+  }
+
+  /// Called between polls like the policy; a sync answer settles at once.
+  fn budget_exhausted(
+    &self,
+    context: ExhaustionContext,
+  ) -> Option<BoxFuture<std::result::Result<ExhaustionAnswer, HostError>>> {
+    if !self.budget_handler {
+      return None;
+    }
+    let (tx, rx) = oneshot::channel();
+    self.outbox.push(Out::Budget(context, tx));
+    Some(Box::pin(async move {
+      match rx.await {
+        Err(_) => Err(dropped()),
+        Ok(Err(thrown)) => Err(HostError::new(thrown)),
+        Ok(Ok(BudgetReturn::Now(answer))) => Ok(answer),
+        Ok(Ok(BudgetReturn::Later(promise))) => promise
+          .await
+          .map(|a| a.0)
+          .map_err(|e| HostError::new(e.reason.clone())),
+      }
+    }))
   }
 }
 
@@ -577,6 +614,19 @@ pub struct NativeRun {
   inbox: Arc<NestedInbox>,
   /// The `options.signal` of each pending `context.dispatch`, by reply id.
   nested_aborts: Arc<Mutex<HashMap<u32, Arc<NestedAbort>>>>,
+  /// The root meter once the options are valid (`RunOptions.budget`): a `BudgetController`.
+  meter: Arc<OnceLock<MeterCell>>,
+}
+
+/// What a `BudgetController`'s getters read.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetSnapshot {
+  denomination: &'static str,
+  max: f64,
+  released: f64,
+  spent: f64,
+  tranches: Vec<Tranche>,
 }
 
 impl Default for NativeRun {
@@ -597,7 +647,43 @@ impl NativeRun {
       hooks: OnceLock::new(),
       inbox: NestedInbox::new(),
       nested_aborts: Arc::default(),
+      meter: Arc::default(),
     }
+  }
+
+  /// `BudgetController.releaseBudget(amount, reason)`: the root meter's release, with its
+  /// codes. `amount` is NaN and `reason` undefined when JS was handed something else.
+  #[napi(ts_return_type = "{ amount: number; reason: string; atCall: number }")]
+  pub fn release_budget(
+    &self,
+    amount: f64,
+    reason: Option<String>,
+  ) -> napi::Result<Serde<Tranche>, ErrorCode> {
+    let Some(meter) = self.meter.get() else {
+      return Err(napi::Error::new(
+        ErrorCode(Code::BudgetControllerUnbound.to_string()),
+        "cave_budget_controller_unbound: the run has no budget meter yet",
+      ));
+    };
+    let released = meter.lock().release(amount, reason.as_deref());
+    released
+      .map(Serde)
+      .map_err(|e| napi::Error::new(ErrorCode(e.code.to_string()), e.message))
+  }
+
+  /// The root meter's figures for a `BudgetController`'s getters (`null` before the run has one).
+  #[napi(
+    ts_return_type = "{ denomination: string; max: number; released: number; spent: number; tranches: { amount: number; reason: string; atCall: number }[] } | null"
+  )]
+  pub fn budget_snapshot(&self) -> Option<Serde<BudgetSnapshot>> {
+    let m = self.meter.get()?.lock();
+    Some(Serde(BudgetSnapshot {
+      denomination: m.denomination.as_str(),
+      max: m.max,
+      released: knap_core::kernel::budget::round10(m.released),
+      spent: knap_core::kernel::budget::round10(m.spent),
+      tranches: m.tranches.clone(),
+    }))
   }
 
   /// Starts the run described by `agentJson` and `optionsJson` (JSON once per run, not per
@@ -625,6 +711,7 @@ impl NativeRun {
       .policy
       .is_some()
       .then(|| Arc::new(JsPolicy(self.outbox.clone())) as Arc<dyn ToolPolicy>);
+    let budget_handler = hooks.budget.is_some();
     if self.hooks.set(hooks).is_err() {
       return Err(napi::Error::from_reason("cave_internal: a NativeRun starts once"));
     }
@@ -636,8 +723,10 @@ impl NativeRun {
         replies: self.replies.clone(),
         policy,
         inbox: self.inbox.clone(),
+        budget_handler,
       },
       self.cancel.clone(),
+      self.meter.clone(),
     );
     let executor = LocalExecutor::new(future, move || {
       let _ = pump.call((), ThreadsafeFunctionCallMode::NonBlocking);
@@ -823,6 +912,17 @@ impl NativeRun {
           let _ = tx.send(answer);
           Ok(())
         }
+        Out::Budget(context, tx) => {
+          let answer = match &hooks.budget {
+            Some(b) => b
+              .borrow_back(env)
+              .and_then(|f| f.call(Serde(context)))
+              .map_err(|e| e.reason.clone()),
+            None => Err("cave_internal: no budget hook".to_string()),
+          };
+          let _ = tx.send(answer);
+          Ok(())
+        }
         Out::Store(request, tx) => {
           let answer = match &hooks.store {
             Some(s) => s
@@ -847,6 +947,7 @@ async fn run_outcome(
   options_json: String,
   host: JsHost,
   cancel: CancellationToken,
+  meter: Arc<OnceLock<MeterCell>>,
 ) -> BindingRunOutcome {
   let refused = |e: Error| BindingRunOutcome {
     phase: "options".into(),
@@ -876,6 +977,9 @@ async fn run_outcome(
     Ok(p) => p,
     Err(e) => return refused(e),
   };
+  if let Some(m) = prepared.meter() {
+    let _ = meter.set(m);
+  }
   let durable = durable_options.map(|d| {
     let store: Arc<dyn DurableStore> = match d.store {
       BindingStoreRef::Disk { root } => Arc::new(Arc::new(DiskStore::new(root))),

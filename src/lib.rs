@@ -3,6 +3,7 @@
 
 mod agent_tools;
 mod ai_sdk;
+mod budget;
 mod catalog;
 mod command_session;
 mod compaction;

@@ -19,7 +19,7 @@ export const REPL_HELP = [
 // A turn that stopped before the model finished says why (the reference prints only the text,
 // often empty here, and the bill). One line per graceful stop reason, with what to change.
 const STOPPED = {
-  budget_exhausted: "the spend cap (--max-cost-usd, maxCostUsd or budget) does not cover the next model call; raise it",
+  budget_exhausted: "the run's budget does not cover the next model call; raise it",
   wallet_revoked: "the run's wallet was revoked",
   deadline: "the run's deadline passed",
   loop_detected: "the same tool call kept repeating (CODING_RUN_BREAKERS); rephrase or narrow the request",

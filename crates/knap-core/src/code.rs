@@ -74,6 +74,16 @@ codes! {
   BudgetInitialInvalid => "cave_budget_initial_invalid",
   BudgetOutputFloorInvalid => "cave_budget_output_floor_invalid",
   BudgetOnExhaustedInvalid => "cave_budget_on_exhausted_invalid",
+  BudgetExhaustionResultInvalid => "cave_budget_exhaustion_result_invalid",
+  BudgetReleaseInvalid => "cave_budget_release_invalid",
+  BudgetReleaseReasonRequired => "cave_budget_release_reason_required",
+  BudgetReleaseExceedsMax => "cave_budget_release_exceeds_max",
+  BudgetCapBreached => "cave_budget_cap_breached",
+  BudgetControllerUnbound => "cave_budget_controller_unbound",
+  /// The legacy `maxCostUsd` ledger is spent.
+  RunCostBudgetExceeded => "cave_run_cost_budget_exceeded",
+  /// A model under `maxCostUsd` has no catalog price.
+  SubagentUnpricedBudget => "cave_subagent_unpriced_budget",
   CompactionOptionInvalid => "cave_compaction_option_invalid",
   /// A context summary that is not knap's summary JSON (schema_version 2), or that drops anchors.
   ContextSummaryInvalid => "cave_context_summary_invalid",

@@ -81,6 +81,11 @@ pub struct ResumeState {
   pub discarded_partial_turn: bool,
   pub prior_root_model_calls: u64,
   pub prior_settled: f64,
+  /// Journaled budget releases, in order (restored before the settled spend).
+  pub prior_tranches: Vec<crate::kernel::budget::Tranche>,
+  /// The root meter's reservation counter: root provider intents (working and compaction), or
+  /// the highest tranche `atCall` when that is more.
+  pub prior_root_meter_calls: u64,
   pub prior_calls: u64,
   pub prior_totals: PriorTotals,
   pub possible_double_count: u64,
@@ -213,6 +218,8 @@ struct Replay<'a> {
   base: Vec<&'a RawValue>,
   terminal: Option<&'a Record<'a>>,
   last_attempt: u64,
+  /// Root provider intents, working and compaction (the meter's reservations).
+  root_intents: u64,
 }
 
 impl<'a> Replay<'a> {
@@ -235,10 +242,33 @@ impl<'a> Replay<'a> {
           queue.clear();
         }
       }
-      Record::MeterCall { .. }
-      | Record::CancelRequested { .. }
-      | Record::SleepScheduled { .. }
-      | Record::Tranche { .. } => {}
+      Record::MeterCall { .. } | Record::CancelRequested { .. } | Record::SleepScheduled { .. } => {}
+      Record::Tranche {
+        amount,
+        reason,
+        at_call,
+      } => {
+        let amount = parse::<f64>(amount).filter(|a| a.is_finite() && *a > 0.0);
+        let reason = parse::<String>(reason).filter(|r| !r.trim().is_empty());
+        let at_call = parse::<u64>(at_call);
+        let (Some(amount), Some(reason), Some(at_call)) = (amount, reason, at_call) else {
+          return Err(corrupt("malformed tranche"));
+        };
+        if self
+          .state
+          .prior_tranches
+          .last()
+          .is_some_and(|t| t.at_call > at_call)
+        {
+          return Err(corrupt("non-monotonic tranche atCall"));
+        }
+        self.state.prior_root_meter_calls = self.state.prior_root_meter_calls.max(at_call);
+        self.state.prior_tranches.push(crate::kernel::budget::Tranche {
+          amount,
+          reason,
+          at_call,
+        });
+      }
       Record::CallStarted {
         path,
         kind,
@@ -247,6 +277,9 @@ impl<'a> Replay<'a> {
       } => {
         if path.is_empty() && kind == "model" {
           self.state.prior_root_model_calls += 1;
+        }
+        if path.is_empty() {
+          self.root_intents += 1;
         }
         self
           .pending_calls
@@ -408,6 +441,7 @@ impl<'a> Replay<'a> {
     }
     let mut state = self.state;
     state.possible_double_count += unmatched;
+    state.prior_root_meter_calls = state.prior_root_meter_calls.max(self.root_intents);
     let mut messages: Vec<Message> = Vec::new();
     for msgs in self.base {
       let parsed: Vec<Message> =
@@ -452,9 +486,16 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
     base: Vec::new(),
     terminal: None,
     last_attempt: 1,
+    root_intents: 0,
   };
   for (i, record) in records.iter().enumerate().skip(1) {
     replay.apply(i, record)?;
+  }
+  let released: f64 = replay.state.prior_tranches.iter().map(|t| t.amount).sum();
+  match expected.budget_max {
+    _ if replay.state.prior_tranches.is_empty() => {}
+    Some(max) if released <= max + 1e-9 => {}
+    _ => return Err(corrupt("tranches over max")),
   }
   replay.finish()
 }

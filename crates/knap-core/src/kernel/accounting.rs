@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::budget::{round10, Denomination, Meter, Price, Usage};
+use super::budget::{round10, Denomination, MeterCell, Price, Usage};
 use super::message::AssistantMessage;
 use super::receipt::{Receipt, ReceiptCall, ReceiptResume};
 use super::result::{RunResult, RunStopReason};
@@ -90,7 +90,7 @@ impl ChildReport {
 }
 
 pub(super) struct Accounting {
-  pub meter: Option<Meter>,
+  pub meter: Option<MeterCell>,
   pub price: Option<Price>,
   pub receipt: Receipt,
   totals: Totals,
@@ -109,7 +109,7 @@ pub(super) struct Accounting {
 }
 
 impl Accounting {
-  pub fn new(receipt: Receipt, meter: Option<Meter>, price: Option<Price>) -> Self {
+  pub fn new(receipt: Receipt, meter: Option<MeterCell>, price: Option<Price>) -> Self {
     Self {
       meter,
       price,
@@ -134,8 +134,14 @@ impl Accounting {
 
   /// A resumed attempt: settled spend preloaded, counters and the prior usage restored.
   pub fn restore(&mut self, state: &ResumeState) {
-    if let Some(m) = &mut self.meter {
+    if let Some(m) = &self.meter {
+      // `restorePrior`: tranches first, then settled spend, then the call index.
+      let mut m = m.lock();
+      for t in &state.prior_tranches {
+        m.restore_tranche(t.clone());
+      }
       m.settle(state.prior_settled);
+      m.calls = state.prior_root_meter_calls;
     }
     self.model_calls = state.prior_root_model_calls as u32;
     for (name, is_error) in &state.prior_tool_events {
@@ -186,7 +192,8 @@ impl Accounting {
     let cost = self.price.as_ref().map(|p| usage.cost(p)).unwrap_or(0.0);
     self.totals.add_usage(&usage, cost, unpriced);
     let mut amount = 0.0;
-    if let Some(m) = &mut self.meter {
+    if let Some(m) = &self.meter {
+      let mut m = m.lock();
       amount = match m.denomination {
         Denomination::Usd => cost,
         Denomination::Tokens => usage.total() as f64,
@@ -213,8 +220,8 @@ impl Accounting {
   pub fn add_child(&mut self, child: ChildReport) {
     self.receipt.subagents.push(child.receipt);
     self.totals.add(&child.usage);
-    if let Some(m) = &mut self.meter {
-      m.settle(child.spent);
+    if let Some(m) = &self.meter {
+      m.lock().settle(child.spent);
     }
   }
 
@@ -233,12 +240,18 @@ impl Accounting {
     let r = &mut self.receipt;
     r.stop_reason = stop.as_str().to_string();
     if let Some(m) = &self.meter {
+      let m = m.lock();
       r.denomination = m.denomination.as_str();
       r.max = Some(m.max);
       r.released = Some(round10(m.released));
       r.spent = Some(round10(m.spent));
       r.overspent = m.overspent;
       r.cap_breached = m.cap_breached;
+      r.tranches = m
+        .tranches
+        .iter()
+        .filter_map(|t| serde_json::to_value(t).ok())
+        .collect();
     }
     r.cap_breached |= r.subagents.iter().any(|s| s.cap_breached);
     r.total_estimated_usd = round10(t.cost_usd);

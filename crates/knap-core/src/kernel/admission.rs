@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::budget::{Denomination, Meter};
+use super::budget::{Denomination, Meter, MeterCell};
 use super::level::Level;
 use super::result::RunStopReason;
 use super::schema::{coerce, validate};
@@ -110,7 +110,7 @@ fn deadline(level: &mut Level, _: &Candidate) -> Option<String> {
 }
 
 fn budget(level: &mut Level, _: &Candidate) -> Option<String> {
-  if !level.accounting.meter.as_ref().is_some_and(Meter::exhausted) {
+  if !level.accounting.meter.as_ref().is_some_and(MeterCell::exhausted) {
     return None;
   }
   level.stop = Some(RunStopReason::BudgetExhausted);
@@ -243,7 +243,7 @@ impl Level {
     if self.depth + 1 > self.shared.limits.max_subagent_depth {
       return Err(Code::SubagentDepthLimit);
     }
-    let Some(parent) = &self.accounting.meter else {
+    let Some(parent) = self.accounting.meter.as_ref().map(MeterCell::snapshot) else {
       return Ok(None);
     };
     let cap = match parent.denomination {

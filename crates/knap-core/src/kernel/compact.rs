@@ -70,7 +70,12 @@ impl Level {
     if self.shared.deadline.is_some_and(|d| Instant::now() >= d) || self.shared.cancel.is_cancelled() {
       return Ok(());
     }
-    let Some(meter) = &self.accounting.meter else {
+    let Some(meter) = self
+      .accounting
+      .meter
+      .as_ref()
+      .map(super::budget::MeterCell::snapshot)
+    else {
       return Ok(());
     };
     let price = self.accounting.price;
@@ -154,7 +159,12 @@ impl Level {
     options: &Compaction,
     pre: u64,
   ) -> Result<Option<Compacted>, RunFailure> {
-    let Some(meter) = &self.accounting.meter else {
+    let Some(meter) = self
+      .accounting
+      .meter
+      .as_ref()
+      .map(super::budget::MeterCell::snapshot)
+    else {
       return Ok(None);
     };
     let price = self.accounting.price;
@@ -196,6 +206,10 @@ impl Level {
       return Ok(None);
     }
     let (provider, model) = (self.agent.model.provider.clone(), self.agent.model.id.clone());
+    // The summarizer takes a reservation too (a tranche's `atCall` counts it).
+    if let Some(m) = &self.accounting.meter {
+      m.lock().calls += 1;
+    }
     let durable = self.shared.durable.clone();
     if let Some(d) = &durable {
       if let Err(e) = d.call_started(&self.path, "compaction", &provider, &model).await {

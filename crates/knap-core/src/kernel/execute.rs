@@ -281,7 +281,7 @@ pub(super) async fn execute(
         agent_path,
         path,
         ctx.depth + 1,
-        wallet,
+        wallet.map(super::budget::MeterCell::new),
         false,
       );
       let input = UserContent::Parts(vec![Part::Text(TextPart::new(task))]);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::budget::{ExhaustionAnswer, ExhaustionContext};
 use super::event::RunEvent;
 use super::message::{AssistantMessage, Message};
 use super::nested::NestedInbox;
@@ -101,6 +102,14 @@ pub trait Host: Send + Sync {
   fn on_output(&self, toolset: u32, label: &str, text: &str);
   fn policy(&self) -> Option<Arc<dyn ToolPolicy>>;
   fn native_toolset(&self, id: u32) -> Option<Arc<ShellTools>>;
+  /// `onBudgetExhausted(ctx)` of the run: `None` when it has no handler (`"stop"`). The
+  /// answer comes back like a policy decision, without blocking the host's thread.
+  fn budget_exhausted(
+    &self,
+    _context: ExhaustionContext,
+  ) -> Option<BoxFuture<Result<ExhaustionAnswer, HostError>>> {
+    None
+  }
   /// Where the host routes `context.dispatch` of composite tools. `None`: the host cannot
   /// dispatch, and composite tools run with `dispatch` unavailable.
   fn nested_inbox(&self) -> Option<Arc<NestedInbox>> {

@@ -203,6 +203,22 @@ impl DurableRun {
     self.emit(&record).map(|_| ())
   }
 
+  /// A staged budget release. Queued: made durable by the next barrier (`call_started`, the
+  /// turn, or the terminal event).
+  pub fn tranche(&self, t: &super::budget::Tranche) -> Result<(), DurableError> {
+    let record = Record::Tranche {
+      // A whole amount as JS writes it (`199999`, not `199999.0`).
+      amount: if t.amount.fract() == 0.0 && t.amount.abs() < 9.0e15 {
+        json(&(t.amount as i64))
+      } else {
+        json(&t.amount)
+      },
+      reason: json(&t.reason),
+      at_call: json(&t.at_call),
+    };
+    self.emit(&record).map(|_| ())
+  }
+
   /// Makes every queued event durable (after a successful compaction).
   pub async fn flush(&self) -> Result<(), DurableError> {
     let seq = self.journal.lock().unwrap_or_else(|e| e.into_inner()).emitted();

@@ -10,7 +10,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use super::accounting::Accounting;
 use super::admission::{Candidate, Verdict};
 use super::breakers::BreakerState;
-use super::budget::{catalog_price, round10, Admission, Denomination, Meter};
+use super::budget::{catalog_price, round10, Admission, Denomination, ExhaustionAnswer, Meter, MeterCell};
 use super::event::{PiEvent, RunEvent};
 use super::execute::{execute, execute_journaled, ExecContext, Executed};
 use super::host::{DurableContext, ModelCall};
@@ -71,7 +71,7 @@ impl Level {
     agent_path: Vec<String>,
     path: String,
     depth: u32,
-    meter: Option<Meter>,
+    meter: Option<MeterCell>,
     root: bool,
   ) -> Self {
     let price = catalog_price(&agent.model.provider, &agent.model.id);
@@ -161,6 +161,9 @@ impl Level {
     let Some(d) = self.shared.durable.clone() else {
       return Ok(());
     };
+    if let Err(e) = self.journal_tranches() {
+      return Err(self.fail(e));
+    }
     if let Some(messages) = self.transcript.take_unjournaled() {
       if let Err(e) = d.turn(&messages).await {
         return Err(self.fail(e));
@@ -176,7 +179,7 @@ impl Level {
 
   async fn run_inner(mut self, input: UserContent, started: Instant) -> Result<RunResult, RunFailure> {
     if let Some(m) = &self.accounting.meter {
-      if m.denomination == Denomination::Usd && self.accounting.price.is_none() {
+      if m.denomination() == Denomination::Usd && self.accounting.price.is_none() {
         let (p, id) = (&self.agent.model.provider, &self.agent.model.id);
         let e = Error::coded(
           Code::BudgetDenominationUnavailable,
@@ -270,6 +273,49 @@ impl Level {
       .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)
   }
 
+  /// `onBudgetExhausted` for an exhausted root meter: `Ok(true)` when the handler released
+  /// more (the caller recomputes the plan once), `Ok(false)` for `"stop"`, no handler, a child
+  /// run or a breached cap (terminal). A bad answer or a failed release fails the run.
+  async fn escalate(&mut self, meter: &MeterCell) -> Result<bool, RunFailure> {
+    if !self.root || meter.lock().cap_breached {
+      return Ok(false);
+    }
+    let context = meter.lock().context();
+    let Some(asked) = self.shared.host.budget_exhausted(context) else {
+      return Ok(false);
+    };
+    let cancel = self.shared.cancel.clone();
+    let answer = tokio::select! {
+      a = asked => a,
+      _ = cancel.cancelled() => return Err(self.fail(aborted())),
+    };
+    let (amount, reason) = match answer {
+      Err(e) => return Err(self.fail(Error::new(Code::AgentRunFailed, e.message))),
+      Ok(ExhaustionAnswer::Stop) => return Ok(false),
+      Ok(ExhaustionAnswer::Invalid) => {
+        return Err(self.fail(Error::coded(
+          Code::BudgetExhaustionResultInvalid,
+          "onBudgetExhausted must resolve to \"stop\" or {release: number, reason: string}",
+        )))
+      }
+      Ok(ExhaustionAnswer::Release { amount, reason }) => (amount, reason),
+    };
+    let released = meter.lock().release(amount, Some(&reason));
+    match released {
+      Ok(_) => Ok(true),
+      Err(e) => Err(self.fail(e)),
+    }
+  }
+
+  /// Queues the root meter's new tranches in the journal (flushed with the next barrier).
+  fn journal_tranches(&self) -> Result<(), Error> {
+    let (Some(d), Some(meter), true) = (&self.shared.durable, &self.accounting.meter, self.root) else {
+      return Ok(());
+    };
+    let fresh = meter.lock().take_unjournaled();
+    fresh.iter().try_for_each(|t| d.tranche(t))
+  }
+
   /// The assistant message of the turn in progress.
   fn last_assistant(&self) -> &AssistantMessage {
     self
@@ -288,8 +334,12 @@ impl Level {
       self.stop.get_or_insert(RunStopReason::CallBudgetExhausted);
       return Ok(false);
     }
-    if self.stop.is_some() {
-      return Ok(false);
+    match self.stop {
+      // A tool blocked on an exhausted budget: the ladder decides, as a release (the
+      // controller's, or the handler's below) may fund the call.
+      Some(RunStopReason::BudgetExhausted) if self.accounting.meter.is_some() => {}
+      Some(_) => return Ok(false),
+      None => {}
     }
     if self.shared.deadline.is_some_and(|d| Instant::now() >= d) {
       self.stop = Some(RunStopReason::Deadline);
@@ -299,13 +349,21 @@ impl Level {
     let model_cap = self.model_cap();
     let mut max_tokens = output_cap;
     let mut clamped = None;
-    if let Some(meter) = &self.accounting.meter {
+    if let Some(meter) = self.accounting.meter.clone() {
       let ceiling = Meter::input_ceiling(
         self.transcript.context_bytes(),
         self.transcript.message_count,
         self.agent.model.context_window,
       );
-      match meter.admit(ceiling, model_cap, self.accounting.price.as_ref()) {
+      let price = self.accounting.price;
+      let mut plan = meter.lock().admit(ceiling, model_cap, price.as_ref());
+      if plan == Admission::Stop {
+        // Once per exhaustion: the handler's release is applied and the plan recomputed once.
+        if self.escalate(&meter).await? {
+          plan = meter.lock().admit(ceiling, model_cap, price.as_ref());
+        }
+      }
+      match plan {
         Admission::Stop => {
           self.stop = Some(RunStopReason::BudgetExhausted);
           return Ok(false);
@@ -314,14 +372,31 @@ impl Level {
           max_output,
           clamped: c,
         } => {
+          self.stop = None;
+          meter.lock().calls += 1;
           max_tokens = Some(max_output);
           clamped = c.then_some(max_output);
         }
       }
     }
+    // The legacy `maxCostUsd` ledger, after the budget plan (step 9 of the reference's
+    // model-call admission): best effort, so it refuses the next call once the tree's spend
+    // has reached the cap, and fails the run.
+    if let Some(ledger) = &self.shared.legacy {
+      if let Err(e) = ledger.admit(
+        self.accounting.price.is_some(),
+        &self.agent.model.provider,
+        &self.agent.model.id,
+      ) {
+        return Err(self.fail(e));
+      }
+    }
     let durable = self.shared.durable.clone();
     if let Some(d) = &durable {
       if let Some(e) = d.fatal() {
+        return Err(self.fail(e));
+      }
+      if let Err(e) = self.journal_tranches() {
         return Err(self.fail(e));
       }
       if let Err(e) = d
@@ -368,6 +443,9 @@ impl Level {
       &self.agent.model.provider,
       &self.agent.model.id,
     );
+    if let Some(ledger) = &self.shared.legacy {
+      ledger.spend(call.estimated_usd);
+    }
     if let Some(d) = &durable {
       if let Err(e) = d.call_settled(&self.path, "model", call, amount) {
         return Err(self.fail(e));
@@ -700,7 +778,7 @@ impl Level {
       self.stop = Some(RunStopReason::Deadline);
       return blocked(Code::RunDeadlineExceeded);
     }
-    if self.accounting.meter.as_ref().is_some_and(Meter::exhausted) {
+    if self.accounting.meter.as_ref().is_some_and(MeterCell::exhausted) {
       self.stop = Some(RunStopReason::BudgetExhausted);
       return blocked(Code::BudgetExhausted);
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::budget::Meter;
+use super::budget::{LegacyLedger, Meter, MeterCell};
 use super::event::RunEvent;
 use super::host::{Host, ToolSchema};
 use super::journaling::DurableRun;
@@ -42,7 +42,7 @@ pub struct DurableSetup {
 /// Options validated and the tree-wide state built, ready to run.
 pub struct Prepared {
   limits: RunLimits,
-  meter: Option<Meter>,
+  meter: Option<MeterCell>,
   compaction: Option<crate::compaction::Compaction>,
   options: RunOptionsSpec,
 }
@@ -50,7 +50,7 @@ pub struct Prepared {
 impl Prepared {
   pub fn new(options: RunOptionsSpec) -> Result<Self, OptionError> {
     let limits = options.limits()?;
-    let meter = options.budget()?;
+    let meter = options.budget()?.map(MeterCell::new);
     let compaction = options.compaction()?;
     Ok(Self {
       limits,
@@ -58,6 +58,11 @@ impl Prepared {
       compaction,
       options,
     })
+  }
+
+  /// The root meter (`RunOptions.budget`), shared with a `BudgetController`.
+  pub fn meter(&self) -> Option<MeterCell> {
+    self.meter.clone()
   }
 }
 
@@ -76,6 +81,8 @@ pub(super) struct Shared {
   pub subagent_invocations: AtomicU64,
   pub subagents_active: AtomicU64,
   pub durable: Option<Arc<DurableRun>>,
+  /// The legacy `maxCostUsd` ledger, tree-wide.
+  pub legacy: Option<LegacyLedger>,
   /// No `pi` events (a `run()`, which reads only `run_end` / `run_error`).
   pub quiet: bool,
 }
@@ -127,7 +134,16 @@ pub async fn run_agent(
     }
     let store = setup.store.clone();
     store.acquire(&run_id).await.map_err(RunFailure::refused)?;
-    let opened = match open_journal(&store, &run_id, &agent, &options, &meter, &setup).await {
+    let opened = match open_journal(
+      &store,
+      &run_id,
+      &agent,
+      &options,
+      &meter.as_ref().map(MeterCell::snapshot),
+      &setup,
+    )
+    .await
+    {
       Ok(opened) => opened,
       Err(e) => {
         release(&store, &run_id).await;
@@ -196,6 +212,7 @@ pub async fn run_agent(
     subagent_invocations: AtomicU64::new(0),
     subagents_active: AtomicU64::new(0),
     durable: durable_run.clone(),
+    legacy: options.max_cost_usd.map(LegacyLedger::new),
     quiet: options.quiet,
   });
   shared.host.emit(run_start());
@@ -206,7 +223,7 @@ pub async fn run_agent(
     Vec::new(),
     String::new(),
     0,
-    meter,
+    meter.clone(),
     true,
   );
   if let Some(c) = compaction {
@@ -221,6 +238,19 @@ pub async fn run_agent(
     .await
     .map(|r| RunOutput::Fresh(Box::new(r)));
   if let Some(d) = &durable_run {
+    // Tranches released since the last barrier go ahead of the terminal event.
+    let fresh = meter
+      .as_ref()
+      .map(|m| m.lock().take_unjournaled())
+      .unwrap_or_default();
+    if let Some(e) = fresh.iter().find_map(|t| d.tranche(t).err()) {
+      outcome = Err(RunFailure {
+        code: e.code.clone(),
+        error: e,
+        receipt: ReceiptOut::None,
+        pre_run: false,
+      });
+    }
     // Durability before visibility: the terminal event is fsynced before the caller sees it.
     let written = match &outcome {
       Ok(result) => d.completed(result).await,

@@ -297,12 +297,9 @@ impl RunOptionsSpec {
   /// `RunBudget` normalization.
   pub fn budget(&self) -> Result<Option<super::budget::Meter>, OptionError> {
     use super::budget::{Denomination, Meter};
+    // The legacy `maxCostUsd` is its own ledger (`Shared::legacy`), not a meter.
     let Some(b) = &self.budget else {
-      return Ok(
-        self
-          .max_cost_usd
-          .map(|m| Meter::new(Denomination::Usd, m, None, None)),
-      );
+      return Ok(None);
     };
     let (denom, max, initial) = match (b.max_usd, b.max_tokens) {
       (Some(m), None) if b.initial_tokens.is_none() => (Denomination::Usd, m, b.initial_usd),

@@ -26,11 +26,13 @@ export function refuseUnactedOptions(definition, options) {
     if (profile.childProcess === true) throw codedError("cave_sandbox_child_process_containment_unavailable");
     if (profile.network && typeof profile.network === "object") throw unsupported("sandboxProfile.network", "egress policies need an OS sandbox knap does not have");
   }
+  if (options.modelRouter !== undefined && typeof options.modelRouter !== "function") {
+    throw codedError("cave_run_options_invalid", "cave_run_options_invalid: modelRouter must be a function (input) => decision or a Promise of one");
+  }
   if (options.budgetController !== undefined && options.budget === undefined) {
     throw codedError("cave_budget_controller_without_budget");
   }
   const notYet = [
-    ["modelRouter", "knap's kernel does not route calls between models yet"],
     ["controller", "knap's kernel does not deliver steering or follow-up messages yet"],
     ["budgetController", "knap's kernel does not release staged budget yet"],
   ];

@@ -490,7 +490,7 @@ export interface BindingProgressChunk {
 
 /** The hooks a run calls, one per concern. */
 export interface BindingRunHooks {
-  model: (request: { reply: number; conversation: number; modelKey: number; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[] }) => void
+  model: (request: { reply: number; conversation: number; modelKey: number; model?: string; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[] }) => void
   tool: (request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean; nested: boolean }) => void
   /** A `context.dispatch` settled: its value, or the error it failed with. */
   nested: (answer: { reply: number; ok: boolean; value?: unknown; message?: string; code?: string }) => void
@@ -498,6 +498,8 @@ export interface BindingRunHooks {
   policy?: (input: { runId: string; agentId: string; agentPath: string[]; toolCallId: string; parentToolCallId?: string; name: string; effect: string; args: unknown }) => unknown
   /** The user's `onBudgetExhausted` handler: `"stop"`, `{release, reason}`, or a Promise of it. */
   budget?: (ctx: { denomination: string; max: number; released: number; spent: number; remaining: number; releasable: number; calls: number }) => unknown
+  /** The user's `modelRouter` (wrapped): its decision, or a Promise of it. */
+  route?: (input: { callIndex: number; role: string; provider: string; currentModel: string; ctxTokens: number; hasImages: boolean; toolErrorStreak: number; previousUsage?: { model: string; inputTokens?: number; cacheReadTokens: number; cacheWriteTokens: number } }) => unknown
   /** A batch of `CavemanRunEvent`s, in order. */
   events: (events: object[]) => void
   abortTool: (callId: number) => void

@@ -216,7 +216,7 @@ test("artifact, transforms, sandbox probe, runLocked", async () => {
 test("options knap does not act on are refused with a code naming them; printReceipt writes and prints", async () => {
   const def = agent({ id: "opts", instructions: "x", model: fauxModel(), sandbox: "host" });
   const go = (extra) => run(def, "hi", { model: fauxModel(), streamFn: scriptedStream([{ text: "ok" }]), ...extra });
-  for (const [name, value] of [["modelRouter", () => ({})], ["controller", new knap.AgentRunController()]]) {
+  for (const [name, value] of [["controller", new knap.AgentRunController()]]) {
     await assert.rejects(go({ [name]: value }), { code: "cave_run_option_unsupported", message: new RegExp(`^cave_run_option_unsupported:${name}:`) });
   }
   await assert.rejects(go({ onBudgetExhausted: "compact", budget: { maxTokens: 1000 } }), { code: "cave_budget_on_exhausted_invalid" });

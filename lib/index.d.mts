@@ -398,7 +398,7 @@ export interface ReceiptCompaction {
   workingCallsAfter: number;
 }
 
-/** `RunOptions.modelRouter` (knap refuses it for now: `cave_run_option_unsupported:modelRouter`). */
+/** `RunOptions.modelRouter`: called before every root provider call (working calls and paid compaction summarizers); not passed to subagents. */
 export type ModelCallRouter = (input: ModelCallRouteInput) => ModelCallRouteDecision | Promise<ModelCallRouteDecision>;
 export interface ModelCallRouteInput {
   readonly callIndex: number;
@@ -480,6 +480,7 @@ export type CavemanRunEvent =
   | { type: "pi"; runId: string; event: { type: string; [key: string]: any } }
   | { type: "nested_tool_start"; runId: string; id: string; name: string; args: unknown }
   | { type: "nested_tool_end"; runId: string; id: string; name: string; isError: boolean; result: unknown }
+  | { type: "model_route"; runId: string; decision: ModelCallRouteDecision }
   | { type: "run_end"; runId: string; result: RunResult }
   | { type: "run_error"; runId: string; code: string; message: string; receipt: RunReceipt };
 

@@ -27,6 +27,9 @@ export function refuseUnactedOptions(definition, options) {
     if (profile.childProcess === true) throw codedError("cave_sandbox_child_process_containment_unavailable");
     if (profile.network && typeof profile.network === "object") throw unsupported("sandboxProfile.network", "egress policies need an OS sandbox knap does not have");
   }
+  if (options.modelRouter !== undefined && typeof options.modelRouter !== "function") {
+    throw codedError("cave_run_options_invalid", "cave_run_options_invalid: modelRouter must be a function (input) => decision or a Promise of one");
+  }
   if (options.budgetController !== undefined && options.budget === undefined) {
     throw codedError("cave_budget_controller_without_budget");
   }
@@ -39,7 +42,6 @@ export function refuseUnactedOptions(definition, options) {
     throw codedError("cave_budget_on_exhausted_invalid", `cave_budget_on_exhausted_invalid: onBudgetExhausted must be "stop" or a function (ctx) => "stop" | {release, reason}, got ${JSON.stringify(onExhausted) ?? typeof onExhausted}`);
   }
   const notYet = [
-    ["modelRouter", "knap's kernel does not route calls between models yet"],
     ["controller", "knap's kernel does not deliver steering or follow-up messages yet"],
   ];
   for (const [name, why] of notYet) if (options[name] !== undefined) throw unsupported(name, why);

@@ -4,7 +4,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { native, askPolicy, codedError, withHint } from "./native.mjs";
+import { native, askPolicy, codedError, deepFreeze, withHint } from "./native.mjs";
 import { debugRunEvent, isDebugEnabled } from "./debug.mjs";
 import { NATIVE_TOOL } from "./shell-tools.mjs";
 import { resolveModelCall } from "./models.mjs";
@@ -330,6 +330,11 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
   // call returned (it joins the transcript when the kernel asks for the next turn).
   const conversations = new Map();
   const toolAborts = new Map();
+  const routed = new Map();
+  const routedModel = (key) => {
+    if (!routed.has(key)) routed.set(key, resolveModelCall(key, { ...options, model: undefined }));
+    return routed.get(key);
+  };
 
   const startModel = async (req) => {
     let conv = conversations.get(req.conversation);
@@ -350,7 +355,9 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
     }
     if (req.context) conv.view = req.context.slice();
     conv.last = undefined;
-    const { model, streamFn } = registry.models[req.modelKey];
+    // A routed call names its model ("provider/id", checked by the kernel): resolved as a
+    // pinned model of the run, once per model.
+    const { model, streamFn } = req.model === undefined ? registry.models[req.modelKey] : await routedModel(req.model);
     const callOptions = { signal: runAbort.signal, sessionId };
     if (req.maxTokens != null) callOptions.maxTokens = req.maxTokens;
     if (req.reasoning && req.reasoning !== "off") callOptions.reasoning = req.reasoning;
@@ -429,6 +436,7 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
   };
 
   const policy = options.toolPolicy;
+  const router = options.modelRouter;
   return {
     hooks: {
       model(req) {
@@ -462,6 +470,9 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
       policy: typeof policy === "function" ? (input) => askPolicy(policy, input) : undefined,
       // onBudgetExhausted: called (and awaited) like the policy; the kernel judges the answer.
       budget: typeof options.onBudgetExhausted === "function" ? (ctx) => askPolicy(options.onBudgetExhausted, ctx) : undefined,
+      // The router goes through the policy's call path: a frozen input, a sync answer judged at
+      // once, a thenable kept referenced until it settles; a throw fails the run.
+      route: typeof router === "function" ? (input) => askPolicy(router, deepFreeze(input)) : undefined,
       events(batch) {
         for (const event of batch) {
           if (event.type === "run_end" || event.type === "run_error") releaseLoop();
@@ -548,6 +559,8 @@ async function* runEvents(definition, content, options, quiet, input) {
   let graph;
   try {
     graph = await buildGraph(definition, options, prep.rootDir, registry, true, prep.sandbox);
+    const input = registry.models[graph.model.key].model?.input;
+    if (Array.isArray(input)) runSpec.modelInput = input.map(String);
     if (prep.memoryRun) {
       for (const t of localMemoryTools(prep.memoryRun.engine)) graph.tools.push(toolSpec(t, { kind: "host", key: registry.tools.push(t) - 1 }));
     }

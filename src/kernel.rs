@@ -19,6 +19,7 @@ use knap_core::kernel::event::RunEvent;
 use knap_core::kernel::host::{Host, HostError, HostToolCall, ModelCall, ToolSchema};
 use knap_core::kernel::local::{LocalExecutor, LocalHandle};
 use knap_core::kernel::nested::{NestedAbort, NestedInbox, NestedRequest};
+use knap_core::kernel::route::{ModelRouter, RouteInput};
 use knap_core::kernel::message::{
   AssistantMessage, AssistantPart, Message, MessageUsage, StopReason, TextPart, ThinkingPart, ToolCall,
   UsageCost,
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::budget::BudgetReturn;
 use crate::policy::{PolicyAnswerJs, PolicyReturn};
+use crate::route::{RouteAnswerJs, RouteReturn};
 use crate::shell_tools::toolset_by_id;
 use crate::ErrorCode;
 
@@ -65,7 +67,7 @@ pub struct BindingRunOutcome {
 #[napi(object, object_to_js = false)]
 pub struct BindingRunHooks {
   #[napi(
-    ts_type = "(request: { reply: number; conversation: number; modelKey: number; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[] }) => void"
+    ts_type = "(request: { reply: number; conversation: number; modelKey: number; model?: string; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[] }) => void"
   )]
   pub model: FunctionRef<Serde<ModelRequest>, ()>,
   #[napi(
@@ -85,6 +87,11 @@ pub struct BindingRunHooks {
     ts_type = "(ctx: { denomination: string; max: number; released: number; spent: number; remaining: number; releasable: number; calls: number }) => unknown"
   )]
   pub budget: Option<FunctionRef<Serde<ExhaustionContext>, BudgetReturn>>,
+  /// The user's `modelRouter` (wrapped): its decision, or a Promise of it.
+  #[napi(
+    ts_type = "(input: { callIndex: number; role: string; provider: string; currentModel: string; ctxTokens: number; hasImages: boolean; toolErrorStreak: number; previousUsage?: { model: string; inputTokens?: number; cacheReadTokens: number; cacheWriteTokens: number } }) => unknown"
+  )]
+  pub route: Option<FunctionRef<Serde<RouteInput>, RouteReturn>>,
   /// A batch of `CavemanRunEvent`s, in order.
   #[napi(ts_type = "(events: object[]) => void")]
   pub events: FunctionRef<Serde<Vec<RunEvent>>, ()>,
@@ -106,6 +113,9 @@ pub struct ModelRequest {
   reply: u32,
   conversation: u64,
   model_key: u32,
+  /// `"provider/id"` of a model the router chose (the JS side resolves its object).
+  #[serde(skip_serializing_if = "Option::is_none")]
+  model: Option<String>,
   append: Vec<Message>,
   #[serde(skip_serializing_if = "Option::is_none")]
   system_prompt: Option<String>,
@@ -317,6 +327,7 @@ enum Out {
     ExhaustionContext,
     oneshot::Sender<std::result::Result<BudgetReturn, String>>,
   ),
+  Route(RouteInput, oneshot::Sender<std::result::Result<RouteReturn, String>>),
   AbortTool(u64),
   Output(u32, String, String),
   Store(
@@ -390,6 +401,7 @@ struct JsHost {
   outbox: Arc<Outbox>,
   replies: Arc<Replies>,
   policy: Option<Arc<dyn ToolPolicy>>,
+  router: Option<Arc<dyn ModelRouter>>,
   inbox: Arc<NestedInbox>,
   /// The run has an `onBudgetExhausted` handler.
   budget_handler: bool,
@@ -407,6 +419,7 @@ impl Host for JsHost {
       reply,
       conversation: call.conversation,
       model_key: call.model_key,
+      model: call.model,
       append: call.append,
       system_prompt: call.system_prompt,
       tools: call.tools,
@@ -478,6 +491,31 @@ impl Host for JsHost {
           .map_err(|e| HostError::new(e.reason.clone())),
       }
     }))
+  }
+
+  fn router(&self) -> Option<Arc<dyn ModelRouter>> {
+    self.router.clone()
+  }
+}
+
+/// The run's `modelRouter`: called between polls, as the policy is; a sync answer settles at once.
+struct JsRouter(Arc<Outbox>);
+
+impl ModelRouter for JsRouter {
+  fn route(&self, input: &RouteInput) -> BoxFuture<std::result::Result<Value, String>> {
+    let (tx, rx) = oneshot::channel();
+    self.0.push(Out::Route(input.clone(), tx));
+    Box::pin(async move {
+      match rx.await {
+        Err(_) => Err("the modelRouter call was dropped".to_string()),
+        Ok(Err(thrown)) => Err(thrown),
+        Ok(Ok(RouteReturn::Now(decision))) => Ok(decision),
+        Ok(Ok(RouteReturn::Later(promise))) => promise
+          .await
+          .map(|d: RouteAnswerJs| d.0)
+          .map_err(|e| e.reason.clone()),
+      }
+    })
   }
 }
 
@@ -712,6 +750,10 @@ impl NativeRun {
       .is_some()
       .then(|| Arc::new(JsPolicy(self.outbox.clone())) as Arc<dyn ToolPolicy>);
     let budget_handler = hooks.budget.is_some();
+    let router: Option<Arc<dyn ModelRouter>> = hooks
+      .route
+      .is_some()
+      .then(|| Arc::new(JsRouter(self.outbox.clone())) as Arc<dyn ModelRouter>);
     if self.hooks.set(hooks).is_err() {
       return Err(napi::Error::from_reason("cave_internal: a NativeRun starts once"));
     }
@@ -722,6 +764,7 @@ impl NativeRun {
         outbox: self.outbox.clone(),
         replies: self.replies.clone(),
         policy,
+        router,
         inbox: self.inbox.clone(),
         budget_handler,
       },
@@ -919,6 +962,17 @@ impl NativeRun {
               .and_then(|f| f.call(Serde(context)))
               .map_err(|e| e.reason.clone()),
             None => Err("cave_internal: no budget hook".to_string()),
+          };
+          let _ = tx.send(answer);
+          Ok(())
+        }
+        Out::Route(input, tx) => {
+          let answer = match &hooks.route {
+            Some(r) => r
+              .borrow_back(env)
+              .and_then(|f| f.call(Serde(input)))
+              .map_err(|e| e.reason.clone()),
+            None => Err("cave_internal: no route hook".to_string()),
           };
           let _ = tx.send(answer);
           Ok(())

@@ -13,6 +13,7 @@ mod kernel;
 mod memory;
 mod code;
 mod policy;
+mod route;
 mod serve;
 mod shell_tools;
 mod skills;

@@ -15,14 +15,14 @@ use serde_json::Value;
 /// `deny` members, or anything else (never a valid decision).
 pub struct PolicyAnswerJs(pub PolicyAnswer);
 
-unsafe fn type_of(env: sys::napi_env, value: sys::napi_value) -> Result<ValueType> {
+pub(crate) unsafe fn type_of(env: sys::napi_env, value: sys::napi_value) -> Result<ValueType> {
   let mut t = 0;
   check_status!(unsafe { sys::napi_typeof(env, value, &mut t) })?;
   Ok(ValueType::from(t))
 }
 
 /// A member of a decision object, as JSON would carry it (`None` when undefined).
-unsafe fn member(env: sys::napi_env, object: sys::napi_value, key: &std::ffi::CStr) -> Result<Option<Value>> {
+pub(crate) unsafe fn member(env: sys::napi_env, object: sys::napi_value, key: &std::ffi::CStr) -> Result<Option<Value>> {
   let mut v = std::ptr::null_mut();
   check_status!(unsafe { sys::napi_get_named_property(env, object, key.as_ptr(), &mut v) })?;
   Ok(match unsafe { type_of(env, v) }? {

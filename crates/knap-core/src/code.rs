@@ -64,6 +64,12 @@ codes! {
   ProviderCredentials => "cave_provider_credentials",
   CachePrefixDrift => "cave_cache_prefix_drift",
   Internal => "cave_internal",
+  // The model router (`RunOptions.modelRouter`) and model input kinds.
+  ModelRouteDecisionInvalid => "cave_model_route_decision_invalid",
+  ModelRouteCrossProvider => "cave_model_route_cross_provider",
+  ModelRouteUnknown => "cave_model_route_unknown",
+  ModelRouteIncompatible => "cave_model_route_incompatible",
+  ModelInputUnsupported => "cave_model_input_unsupported",
   // Budget and breakers.
   BudgetExhausted => "cave_budget_exhausted",
   BudgetRevoked => "cave_budget_revoked",

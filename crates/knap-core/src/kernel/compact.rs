@@ -205,7 +205,13 @@ impl Level {
     if meter.remaining() < summarizer_cost + options.headroom_calls as f64 * working {
       return Ok(None);
     }
-    let (provider, model) = (self.agent.model.provider.clone(), self.agent.model.id.clone());
+    // A paid summarizer is routed too (`role: "compaction"`); its decision serves this call only.
+    let chosen = match self.route("compaction").await {
+      Ok(chosen) => chosen,
+      Err(e) => return Err(self.fail(e)),
+    };
+    let target = chosen.as_ref().map_or_else(|| self.agent.model.clone(), |c| c.model.clone());
+    let (provider, model) = (target.provider.clone(), target.id.clone());
     // The summarizer takes a reservation too (a tranche's `atCall` counts it).
     if let Some(m) = &self.accounting.meter {
       m.lock().calls += 1;
@@ -221,6 +227,7 @@ impl Level {
       // call, and the run's conversation is left as it was.
       conversation: self.shared.next_conversation.fetch_add(1, Ordering::Relaxed),
       model_key: self.agent.model.key,
+      model: self.call_model(&target),
       append: history,
       system_prompt: Some(system.to_string()),
       tools: Some(tool_schemas(&self.agent)),
@@ -243,11 +250,17 @@ impl Level {
         return Ok(None);
       }
     };
+    self.note_usage(&target, &message);
+    // Priced for the model that served it.
+    let working_price = chosen.map(|c| std::mem::replace(&mut self.accounting.price, c.price));
     let (receipt_call, amount) = self.accounting.account(&message, None, &provider, &model);
     if let Some(d) = &durable {
       if let Err(e) = d.call_settled(&self.path, "compaction", receipt_call, amount) {
         return Err(self.fail(e));
       }
+    }
+    if let Some(price) = working_price {
+      self.accounting.price = price;
     }
     if matches!(message.stop_reason, StopReason::Error | StopReason::Aborted) {
       return Ok(None);

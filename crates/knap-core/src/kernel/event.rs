@@ -31,6 +31,12 @@ pub enum RunEvent {
     is_error: bool,
     result: Value,
   },
+  /// `RunOptions.modelRouter`'s decision for the coming root provider call.
+  #[serde(rename_all = "camelCase")]
+  ModelRoute {
+    run_id: String,
+    decision: super::route::RouteDecision,
+  },
   #[serde(rename_all = "camelCase")]
   RunEnd { run_id: String, result: RunOutput },
   #[serde(rename_all = "camelCase")]
@@ -49,6 +55,7 @@ impl RunEvent {
       RunEvent::Pi { .. } => "pi",
       RunEvent::NestedToolStart { .. } => "nested_tool_start",
       RunEvent::NestedToolEnd { .. } => "nested_tool_end",
+      RunEvent::ModelRoute { .. } => "model_route",
       RunEvent::RunEnd { .. } => "run_end",
       RunEvent::RunError { .. } => "run_error",
     }

@@ -53,6 +53,9 @@ pub struct ToolSchema {
 pub struct ModelCall {
   pub conversation: u64,
   pub model_key: u32,
+  /// `"provider/id"` when the call goes to a model the router chose instead of the one held
+  /// under `model_key` (same provider, from the catalog).
+  pub model: Option<String>,
   pub append: Vec<Message>,
   pub system_prompt: Option<String>,
   pub tools: Option<Vec<ToolSchema>>,
@@ -113,6 +116,10 @@ pub trait Host: Send + Sync {
   /// Where the host routes `context.dispatch` of composite tools. `None`: the host cannot
   /// dispatch, and composite tools run with `dispatch` unavailable.
   fn nested_inbox(&self) -> Option<Arc<NestedInbox>> {
+    None
+  }
+  /// `RunOptions.modelRouter`; `None` when the run has none.
+  fn router(&self) -> Option<Arc<dyn super::route::ModelRouter>> {
     None
   }
 }

@@ -56,6 +56,8 @@ pub(super) struct Level {
   turn_calls: u32,
   /// Set on a root run whose budget compacts (`onExhausted: "compact"`).
   pub compaction: Option<super::compact::CompactionState>,
+  /// Set on the root run: `RunOptions.modelRouter`, or the image-input check without one.
+  pub routing: Option<super::route::Routing>,
 }
 
 fn aborted() -> Error {
@@ -90,6 +92,7 @@ impl Level {
       breakers: BreakerState::new(shared.limits.breakers),
       stop: None,
       compaction: None,
+      routing: None,
       shared,
       agent,
       run_id,
@@ -201,7 +204,7 @@ impl Level {
       )));
     }
     let system = system_prompt(&self.agent);
-    if self.accounting.metered() {
+    if self.accounting.metered() || self.routed() {
       self.transcript.count_fixed(system.len());
       let tools = serde_json::to_string(&tool_schemas(&self.agent)).unwrap_or_default();
       self.transcript.count_fixed(tools.len());
@@ -334,6 +337,11 @@ impl Level {
       self.stop.get_or_insert(RunStopReason::CallBudgetExhausted);
       return Ok(false);
     }
+    match self.route("working").await {
+      Ok(Some(chosen)) => self.adopt(chosen),
+      Ok(None) => {}
+      Err(e) => return Err(self.fail(e)),
+    }
     match self.stop {
       // A tool blocked on an exhausted budget: the ladder decides, as a release (the
       // controller's, or the handler's below) may fund the call.
@@ -414,6 +422,7 @@ impl Level {
     let call = ModelCall {
       conversation: self.transcript.conversation,
       model_key: self.agent.model.key,
+      model: self.call_model(&self.agent.model),
       append: self.transcript.take_pending(),
       system_prompt: first.then(|| system.to_string()),
       tools: first.then(|| tool_schemas(&self.agent)),
@@ -437,12 +446,9 @@ impl Level {
         return Err(self.fail(Error::new(Code::AgentRunFailed, e.message)));
       }
     };
-    let (call, amount) = self.accounting.account(
-      &message,
-      clamped,
-      &self.agent.model.provider,
-      &self.agent.model.id,
-    );
+    let model = self.agent.model.clone();
+    self.note_usage(&model, &message);
+    let (call, amount) = self.accounting.account(&message, clamped, &model.provider, &model.id);
     if let Some(ledger) = &self.shared.legacy {
       ledger.spend(call.estimated_usd);
     }
@@ -590,6 +596,7 @@ impl Level {
         if out.is_error {
           self.accounting.receipt.record_error(&call.name);
         }
+        self.note_tool_result(out.is_error);
         let tool = self.find_tool(&call.name).map(|i| &self.agent.tools[i]);
         let value = out.result_value(tool);
         if let Some(child) = out.child {
@@ -844,6 +851,7 @@ impl Level {
     if out.is_error {
       self.accounting.receipt.record_error(&name);
     }
+    self.note_tool_result(out.is_error);
     let result = if out.is_error {
       Value::String(out.text.clone())
     } else {

@@ -17,6 +17,7 @@ pub mod message;
 pub mod nested;
 pub mod receipt;
 pub mod result;
+pub mod route;
 mod run;
 pub mod schema;
 pub mod spec;

@@ -229,6 +229,9 @@ pub async fn run_agent(
   if let Some(c) = compaction {
     level.enable_compaction(c);
   }
+  let images = options.model_input.as_ref().map(|kinds| kinds.iter().any(|k| k == "image"));
+  let prior_calls = resume.as_ref().map_or(0, |s| s.prior_root_model_calls);
+  level.enable_routing(shared.host.router(), images, prior_calls);
   level.seed(options.history);
   if let Some(state) = &resume {
     level.restore(state);

@@ -166,6 +166,9 @@ pub struct RunOptionsSpec {
   /// A `Conversation`'s earlier messages: the transcript this run continues.
   #[serde(default)]
   pub history: Vec<Message>,
+  /// The input kinds of the run's own model (its `input`, e.g. `["text","image"]`), when known.
+  #[serde(default)]
+  pub model_input: Option<Vec<String>>,
 }
 
 /// An option error: thrown as a plain `Error` before the run starts.

@@ -19,6 +19,8 @@ pub(super) struct Transcript {
   /// Bytes of JSON of the transcript, kept only under a budget (its input ceiling reads them).
   context_bytes: Option<usize>,
   pub message_count: usize,
+  /// The provider-visible context has an image part (the router's `hasImages`).
+  pub images: bool,
   pub last_assistant: Option<AssistantMessage>,
   /// The provider-visible context, kept only when this run may compact (a compaction rewrites
   /// it; the host's own transcript and the journal stay append-only).
@@ -40,11 +42,17 @@ impl Transcript {
       unjournaled: journaled.then(Vec::new),
       context_bytes: measure.then_some(0),
       message_count: 0,
+      images: false,
       last_assistant: None,
       context: None,
       fixed_bytes: 0,
       replaced: false,
     }
+  }
+
+  /// Measure the context's size (a router reads it), before any message is counted.
+  pub fn measure(&mut self) {
+    self.context_bytes.get_or_insert(0);
   }
 
   /// Keep the provider-visible context (a run that may compact).
@@ -66,6 +74,7 @@ impl Transcript {
       .context_bytes
       .map(|_| self.fixed_bytes + messages.iter().map(Message::json_len).sum::<usize>());
     self.message_count = messages.len();
+    self.images = messages.iter().any(super::route::has_image);
     self.context = Some(messages);
     self.replaced = true;
   }
@@ -100,6 +109,7 @@ impl Transcript {
       self.count_bytes(message.json_len());
     }
     self.message_count += 1;
+    self.images = self.images || super::route::has_image(message);
     if let Some(c) = &mut self.context {
       c.push(message.clone());
     }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::controller::QueueKind;
 use super::event::RunEvent;
-use super::message::{AssistantMessage, Message};
+use super::message::{AssistantMessage, Message, UserMessage};
 use super::nested::NestedInbox;
 use crate::exec::BoxFuture;
 use crate::policy::ToolPolicy;
@@ -104,6 +105,12 @@ pub trait Host: Send + Sync {
   /// Where the host routes `context.dispatch` of composite tools. `None`: the host cannot
   /// dispatch, and composite tools run with `dispatch` unavailable.
   fn nested_inbox(&self) -> Option<Arc<NestedInbox>> {
+    None
+  }
+  /// `RunOptions.controller`: removes and returns the next queued message of `kind` (`None`:
+  /// none queued, held after an interrupt, or no controller). Polled by the root run at turn
+  /// boundaries; it must answer at once, never wait on JS.
+  fn take_queued(&self, _kind: QueueKind) -> Option<UserMessage> {
     None
   }
 }

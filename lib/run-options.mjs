@@ -31,7 +31,6 @@ export function refuseUnactedOptions(definition, options) {
   }
   const notYet = [
     ["modelRouter", "knap's kernel does not route calls between models yet"],
-    ["controller", "knap's kernel does not deliver steering or follow-up messages yet"],
     ["budgetController", "knap's kernel does not release staged budget yet"],
   ];
   for (const [name, why] of notYet) if (options[name] !== undefined) throw unsupported(name, why);

@@ -12,6 +12,7 @@ import { callModel } from "./transport.mjs";
 import { storeRef, jsStoreHook } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
 import { refuseUnactedOptions } from "./run-options.mjs";
+import { bindController } from "./run-controller.mjs";
 import { printRunReceipt } from "./receipt.mjs";
 import { resolveRunMemory, localMemoryTools, MEMORY_SYSTEM_PROMPT } from "./memory.mjs";
 
@@ -557,6 +558,22 @@ async function* runEvents(definition, content, options, quiet, input) {
     return;
   }
 
+  // RunOptions.controller: its queue (retained messages included) goes into the kernel's;
+  // interrupt() aborts the run as the signal would.
+  let controlled;
+  if (options.controller !== undefined) {
+    try {
+      controlled = bindController(options.controller, nativeRun, () => {
+        runAbort.abort(new Error("cave_run_aborted: AgentRunController.interrupt()"));
+        nativeRun.cancel();
+      });
+    } catch (error) {
+      options.signal?.removeEventListener("abort", onAbort);
+      commitConversation();
+      throw error;
+    }
+    kernel.hooks.delivered = controlled.delivered;
+  }
   keepAlive = setInterval(() => {}, 2 ** 30);
   let completed = false;
   try {
@@ -586,6 +603,7 @@ async function* runEvents(definition, content, options, quiet, input) {
       await events.wait();
     }
   } finally {
+    controlled?.detach();
     commitConversation();
     options.signal?.removeEventListener("abort", onAbort);
     if (!completed && !outcome) {

@@ -280,10 +280,13 @@ impl Level {
       return Ok(false);
     }
     let host = self.shared.host.clone();
-    let Some(user) = host
-      .take_queued(QueueKind::Steering)
-      .or_else(|| if ending { host.take_queued(QueueKind::FollowUp) } else { None })
-    else {
+    let Some(user) = host.take_queued(QueueKind::Steering).or_else(|| {
+      if ending {
+        host.take_queued(QueueKind::FollowUp)
+      } else {
+        None
+      }
+    }) else {
       return Ok(false);
     };
     if ending {

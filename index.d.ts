@@ -151,6 +151,18 @@ export declare class NativeRun {
   abortNested(reply: number, reason?: string | undefined | null): BindingRunOutcome | null
   /** Polls the run after a wake from another thread (the `pump` hook). */
   pump(): BindingRunOutcome | null
+  /**
+   * `AgentRunController.steer` (`steer`) / `followUp`: queues message `id` for the kernel, which
+   * takes it at a turn boundary (and reports it through the `delivered` hook). Never polls: the
+   * kernel does not wait for these.
+   */
+  controllerPush(steer: boolean, id: number, text: string, timestamp: number): void
+  /** `clear(index)`: drops queued message `id` (a no-op once delivered). */
+  controllerRemove(id: number): void
+  /** `clear()`: drops every queued message. */
+  controllerClear(): void
+  /** `interrupt()` / `resume()`: while held, nothing is delivered. */
+  controllerHold(held: boolean): void
   /** Aborts the run: the model call is dropped and running tools are killed. */
   cancel(): void
 }
@@ -508,6 +520,8 @@ export interface BindingRunHooks {
   store?: (request: { op: string; runId: string; data?: string }) => Promise<BindingStoreResult>
   /** Asks for `pump()` from another thread's wake; called through a threadsafe function. */
   pump: () => void
+  /** `RunOptions.controller`: the kernel delivered queued message `id` into the run. */
+  delivered?: (id: number) => void
 }
 
 /**

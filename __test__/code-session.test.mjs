@@ -225,12 +225,23 @@ test("streamCodingTurn: Pebble v1 events, one sequence per session, the turn rec
   assert.equal(more.at(-1).stopReason, "error");
   assert.equal(s.turns.length, 1);
 
-  // A controller is passed to the run, which refuses it until knap's kernel delivers queued messages.
-  const controlled = streamCodingTurn(s, "x", { overrides: { model: fauxModel(), streamFn: scriptedStream([{ text: "y" }]) }, controller: new AgentRunController() });
-  const refused = [];
-  while (!(step = await controlled.next()).done) refused.push(step.value);
-  assert.deepEqual(refused.map((e) => e.kind), ["turn.start", "error", "turn.end"]);
-  assert.match(refused[1].message, /^cave_run_option_unsupported:controller/);
+  // A controller is passed to the run: its follow-up extends the turn, and each change of its
+  // state is a queue.changed event.
+  const controller = new AgentRunController();
+  const inner = scriptedStream([{ text: "y" }, { text: "z" }]);
+  let calls = 0;
+  const streamFn = (model, context, options) => {
+    if (++calls === 1) controller.followUp("more");
+    return inner(model, context, options);
+  };
+  const controlled = streamCodingTurn(s, "x", { overrides: { model: fauxModel(), streamFn }, controller });
+  const steered = [];
+  while (!(step = await controlled.next()).done) steered.push(step.value);
+  assert.equal(calls, 2);
+  assert.equal(steered.at(-1).kind, "turn.end");
+  assert.equal(steered.at(-1).stopReason, "end_turn");
+  assert.deepEqual(steered.filter((e) => e.kind === "queue.changed").map((e) => e.queued), [1, 0]);
+  assert.equal(step.value.text, "z");
 });
 
 test("programmatic mode in a whole session: the cell's reads run as nested calls, a denied nested write, the cell's output reaches the model", async (t) => {

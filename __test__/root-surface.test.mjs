@@ -216,9 +216,9 @@ test("artifact, transforms, sandbox probe, runLocked", async () => {
 test("options knap does not act on are refused with a code naming them; printReceipt writes and prints", async () => {
   const def = agent({ id: "opts", instructions: "x", model: fauxModel(), sandbox: "host" });
   const go = (extra) => run(def, "hi", { model: fauxModel(), streamFn: scriptedStream([{ text: "ok" }]), ...extra });
-  for (const [name, value] of [["controller", new knap.AgentRunController()]]) {
-    await assert.rejects(go({ [name]: value }), { code: "cave_run_option_unsupported", message: new RegExp(`^cave_run_option_unsupported:${name}:`) });
-  }
+  // controller and modelRouter work now: a value of the wrong kind is refused, not ignored.
+  await assert.rejects(go({ controller: {} }), { code: "cave_agent_controller_invalid" });
+  await assert.rejects(go({ modelRouter: "fast" }), { code: "cave_run_options_invalid" });
   await assert.rejects(go({ onBudgetExhausted: "compact", budget: { maxTokens: 1000 } }), { code: "cave_budget_on_exhausted_invalid" });
   await assert.rejects(go({ budgetController: knap.createBudgetController() }), { code: "cave_budget_controller_without_budget" });
   await assert.rejects(go({ maxSubagentInvocations: 0 }), { code: "cave_subagent_invocation_limit_invalid" });

@@ -11,7 +11,7 @@ import path from "node:path";
 import WebSocket from "ws";
 
 import { run, DiskDurableStore, agent } from "../lib/index.mjs";
-import { fauxModel } from "../lib/testing.mjs";
+import { fauxModel, scriptedStream } from "../lib/testing.mjs";
 import { createAgentServer } from "../lib/serve.mjs";
 import { createAgentHandler, withMessageContext, SESSION_MESSAGE_CONTEXT_MAX_BYTES, INSTANCE_LOCK_RUN_ID } from "../lib/serve-handler.mjs";
 import { scheduleDurableWake, requestDurableCancel, durableRunSummary } from "../lib/durable.mjs";
@@ -296,16 +296,64 @@ test("sessions: turns see earlier turns, events resume with Last-Event-ID, messa
   assert.equal((await store.load("chat.1")).length > 0, true);
 });
 
-test("sessions: a message during a run is queued and runs next, in order", async () => {
-  const { base } = await startServer({ runOptions: () => ({ model: fauxModel(), streamFn: stepsModel(3, { delayMs: 30 }) }) });
+/** A model that waits on `gate` in its first call and records each call's newest user text. */
+function gatedModel() {
+  let release;
+  const gate = new Promise((resolve) => (release = resolve));
+  const seen = [];
+  const streamFn = async (model, context, options) => {
+    const users = context.messages.filter((m) => m.role === "user");
+    const last = users.at(-1).content;
+    seen.push(typeof last === "string" ? last : last.map((p) => p.text).join(""));
+    if (seen.length === 1) await gate;
+    return scriptedStream([{ text: `answer ${seen.length}` }])(model, context, options);
+  };
+  return { streamFn, seen, release };
+}
+
+test("sessions: messages during a run are queued into it through the session's controller (steer first, then the follow-up)", async () => {
+  const model = gatedModel();
+  const { base } = await startServer({ runOptions: () => ({ model: fauxModel(), streamFn: model.streamFn }) });
   await post(base, "/sessions", { sessionId: "busy" });
   const live = readSse(await fetch(`${base}/sessions/busy/events`, { headers: AUTH }));
   assert.deepEqual((await post(base, "/sessions/busy/messages", { text: "a" })).body, { runId: "busy.1", queued: false });
+  await waitFor(() => model.seen.length === 1, "the first model call");
   assert.deepEqual((await post(base, "/sessions/busy/messages", { text: "b" })).body, { runId: "busy.1", queued: true });
   assert.deepEqual((await post(base, "/sessions/busy/messages", { text: "c", mode: "steer" })).body, { runId: "busy.1", queued: true });
-  await waitFor(() => live.frames.filter((f) => f.data.kind === "turn.end").length === 3, "three runs");
+  const blank = await post(base, "/sessions/busy/messages", { text: "  " });
+  assert.deepEqual([blank.status, blank.body], [400, { error: "cave_agent_queue_message_required" }]);
+  const during = await get(base, "/sessions/busy");
+  assert.equal(during.body.queued, 2);
+  assert.equal(during.body.active, "busy.1");
+  model.release();
+  await waitFor(() => live.frames.some((f) => f.data.kind === "turn.end"), "the run's end");
+  await waitFor(async () => (await get(base, "/sessions/busy")).body.active === undefined, "an idle session");
+  // One run: the steering message at the first boundary, then the follow-up.
+  assert.deepEqual(model.seen, ["a", "c", "b"]);
   const info = await get(base, "/sessions/busy");
-  assert.deepEqual(info.body.messages.map((m) => [m.text, m.runId, m.mode]), [["a", "busy.1", "followUp"], ["b", "busy.2", "followUp"], ["c", "busy.3", "steer"]]);
+  assert.deepEqual(info.body.messages.map((m) => [m.text, m.runId, m.mode, m.queued]), [["a", "busy.1", "followUp", false], ["b", "busy.1", "followUp", true], ["c", "busy.1", "steer", true]]);
+  assert.deepEqual(info.body.runs.map((r) => r.status), ["completed"]);
+  assert.equal(info.body.queued, 0);
+  assert.equal(live.frames.filter((f) => f.data.kind === "turn.end").length, 1);
+  live.cancel();
+});
+
+test("sessions: messages a run leaves undelivered become the next runs, in arrival order", async () => {
+  const model = gatedModel();
+  // One model call per run: a queued message can never be delivered into it.
+  const { base } = await startServer({ runOptions: () => ({ model: fauxModel(), streamFn: model.streamFn, maxModelCalls: 1 }) });
+  await post(base, "/sessions", { sessionId: "left" });
+  const live = readSse(await fetch(`${base}/sessions/left/events`, { headers: AUTH }));
+  await post(base, "/sessions/left/messages", { text: "a" });
+  await waitFor(() => model.seen.length === 1, "the first model call");
+  assert.deepEqual((await post(base, "/sessions/left/messages", { text: "b" })).body, { runId: "left.1", queued: true });
+  assert.deepEqual((await post(base, "/sessions/left/messages", { text: "c", mode: "steer" })).body, { runId: "left.1", queued: true });
+  model.release();
+  await waitFor(() => live.frames.filter((f) => f.data.kind === "turn.end").length === 3, "three runs");
+  await waitFor(async () => (await get(base, "/sessions/left")).body.active === undefined, "an idle session");
+  assert.deepEqual(model.seen, ["a", "b", "c"]);
+  const info = await get(base, "/sessions/left");
+  assert.deepEqual(info.body.messages.map((m) => [m.text, m.runId, m.mode]), [["a", "left.1", "followUp"], ["b", "left.2", "followUp"], ["c", "left.3", "steer"]]);
   assert.deepEqual(info.body.runs.map((r) => r.status), ["completed", "completed", "completed"]);
   live.cancel();
 });

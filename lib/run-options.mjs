@@ -41,10 +41,6 @@ export function refuseUnactedOptions(definition, options) {
   if (onExhausted !== undefined && onExhausted !== "stop" && typeof onExhausted !== "function") {
     throw codedError("cave_budget_on_exhausted_invalid", `cave_budget_on_exhausted_invalid: onBudgetExhausted must be "stop" or a function (ctx) => "stop" | {release, reason}, got ${JSON.stringify(onExhausted) ?? typeof onExhausted}`);
   }
-  const notYet = [
-    ["controller", "knap's kernel does not deliver steering or follow-up messages yet"],
-  ];
-  for (const [name, why] of notYet) if (options[name] !== undefined) throw unsupported(name, why);
   const compaction = options.budget?.compaction;
   if (compaction && typeof compaction === "object") {
     // The summarizer is the run's working model; the reference's rollover variant was not read.

@@ -13,6 +13,7 @@ import { storeRef, jsStoreHook } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
 import { refuseUnactedOptions } from "./run-options.mjs";
 import { BUDGET_CONTROLLER_BIND } from "./budget-controller.mjs";
+import { bindController } from "./run-controller.mjs";
 import { printRunReceipt } from "./receipt.mjs";
 import { resolveRunMemory, localMemoryTools, MEMORY_SYSTEM_PROMPT } from "./memory.mjs";
 
@@ -588,6 +589,22 @@ async function* runEvents(definition, content, options, quiet, input) {
     options.signal?.removeEventListener("abort", onAbort);
     throw error;
   }
+  // RunOptions.controller: its queue (retained messages included) goes into the kernel's;
+  // interrupt() aborts the run as the signal would.
+  let controlled;
+  if (options.controller !== undefined) {
+    try {
+      controlled = bindController(options.controller, nativeRun, () => {
+        runAbort.abort(new Error("cave_run_aborted: AgentRunController.interrupt()"));
+        nativeRun.cancel();
+      });
+    } catch (error) {
+      options.signal?.removeEventListener("abort", onAbort);
+      commitConversation();
+      throw error;
+    }
+    kernel.hooks.delivered = controlled.delivered;
+  }
   keepAlive = setInterval(() => {}, 2 ** 30);
   let completed = false;
   try {
@@ -618,6 +635,7 @@ async function* runEvents(definition, content, options, quiet, input) {
     }
   } finally {
     unbindBudget?.();
+    controlled?.detach();
     commitConversation();
     options.signal?.removeEventListener("abort", onAbort);
     if (!completed && !outcome) {

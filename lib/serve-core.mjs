@@ -10,6 +10,7 @@ import { didYouMean } from "./config-keys.mjs";
 import { stream } from "./run.mjs";
 import { estimateCostUsd } from "./prices.mjs";
 import { restoreConversation } from "./conversation.mjs";
+import { AgentRunController, CONTROLLER_ENQUEUE, CONTROLLER_QUEUED } from "./run-controller.mjs";
 import {
   DiskDurableStore,
   defaultDurableRoot,
@@ -430,6 +431,7 @@ export function createAgentHandler(options) {
     if (job.session) {
       out.sessionId = job.session.key;
       out.conversation = job.session.conversation;
+      out.controller = job.session.controller;
     } else {
       delete out.conversation;
     }
@@ -527,8 +529,11 @@ export function createAgentHandler(options) {
       this.publicId = publicId;
       this.buffer = new EventBuffer(key);
       this.conversation = restoreConversation({ sessionId: key, messages: [] });
+      // One controller per session: messages during a run are queued into it (§1.6).
+      this.controller = new AgentRunController();
       this.nextRun = 1;
       this.activeJob = undefined;
+      /** `{ input, principal, entry, message }` queued into the controller, in arrival order. */
       this.pending = [];
       this.messages = [];
       this.error = undefined;
@@ -563,21 +568,37 @@ export function createAgentHandler(options) {
       return job;
     }
 
+    /** Queues `input` into the session's controller for the active (or starting) run. */
+    queue(mode, input, principal, entry) {
+      const message = this.controller[CONTROLLER_ENQUEUE](mode, input);
+      this.pending.push({ input, principal, entry, message });
+    }
+
     runSettled(job) {
       if (this.activeJob !== job) return;
       this.activeJob = undefined;
       this.settledAt = Date.now();
-      // Messages that arrived during the run become the next run, in order.
-      const next = this.pending.shift();
+      // Leftovers (queued, never delivered) become the next run: the first is its input and
+      // keeps its mode; the rest are re-queued as follow-ups.
+      const undelivered = new Set(this.controller[CONTROLLER_QUEUED]());
+      const left = this.pending.filter((p) => undelivered.has(p.message));
+      this.pending = [];
+      this.controller.clear();
+      const next = left.shift();
       if (!next || tombstones.has(this.key) || sessions.get(this.key) !== this) return;
       const runId = `${this.key}.${this.nextRun++}`;
       next.entry.runId = runId;
       next.entry.queued = false;
+      for (const p of left) {
+        p.entry.runId = runId;
+        this.queue("followUp", p.input, p.principal, p.entry);
+      }
       this.launch(runId, next.input, next.principal);
     }
 
     close() {
       this.pending = [];
+      this.controller.clear();
       this.buffer.close();
     }
   }
@@ -681,8 +702,13 @@ export function createAgentHandler(options) {
     const entry = { runId: "", text, ...(author === undefined ? {} : { author }), mode, queued: true, at: new Date().toISOString() };
     if (session.activeJob) {
       entry.runId = session.activeJob.runId;
+      try {
+        session.queue(mode, input, principal, entry);
+      } catch (error) {
+        // A blank message: the controller refuses it (cave_agent_queue_message_required).
+        return fail(400, error.code);
+      }
       session.record(entry);
-      session.pending.push({ input, principal, entry });
       return json(202, { runId: entry.runId, queued: true });
     }
     // Idle here: a run left unfinished (a crash, another instance) goes first.
@@ -698,8 +724,13 @@ export function createAgentHandler(options) {
     }
     if (session.activeJob) {
       entry.runId = session.activeJob.runId;
+      try {
+        session.queue(mode, input, principal, entry);
+      } catch (error) {
+        // A blank message: the controller refuses it (cave_agent_queue_message_required).
+        return fail(400, error.code);
+      }
       session.record(entry);
-      session.pending.push({ input, principal, entry });
       return json(202, { runId: entry.runId, queued: true });
     }
     const runId = `${session.key}.${session.nextRun++}`;
@@ -713,6 +744,7 @@ export function createAgentHandler(options) {
   function deleteSession(session) {
     const job = session.activeJob;
     session.pending = [];
+    session.controller.clear();
     if (job) {
       if (!job.active) {
         // Still queued here: it never starts.
@@ -941,7 +973,7 @@ export function createAgentHandler(options) {
         }
         const out = { sessionId, runs };
         if (session.activeJob) out.active = session.activeJob.runId;
-        out.queued = session.pending.length;
+        out.queued = session.controller.state.queued;
         out.messages = session.messages.map((m) => ({ ...m }));
         return json(200, out);
       }

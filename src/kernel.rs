@@ -15,14 +15,15 @@ use knap_core::durable::store::{DiskStore, DurableStore};
 use knap_core::durable::DurableError;
 use knap_core::exec::BoxFuture;
 use knap_core::kernel::budget::{ExhaustionAnswer, ExhaustionContext, MeterCell, Tranche};
+use knap_core::kernel::controller::{ControllerQueue, QueueKind};
 use knap_core::kernel::event::RunEvent;
 use knap_core::kernel::host::{Host, HostError, HostToolCall, ModelCall, ToolSchema};
 use knap_core::kernel::local::{LocalExecutor, LocalHandle};
 use knap_core::kernel::nested::{NestedAbort, NestedInbox, NestedRequest};
 use knap_core::kernel::route::{ModelRouter, RouteInput};
 use knap_core::kernel::message::{
-  AssistantMessage, AssistantPart, Message, MessageUsage, StopReason, TextPart, ThinkingPart, ToolCall,
-  UsageCost,
+  AssistantMessage, AssistantPart, Message, MessageUsage, Part, StopReason, TextPart, ThinkingPart, ToolCall,
+  UsageCost, UserContent, UserMessage,
 };
 use knap_core::kernel::spec::{AgentSpec, RunOptionsSpec};
 use knap_core::kernel::{definition_sha256, run_agent, DurableSetup, Prepared};
@@ -105,6 +106,9 @@ pub struct BindingRunHooks {
   /// Asks for `pump()` from another thread's wake; called through a threadsafe function.
   #[napi(ts_type = "() => void")]
   pub pump: FunctionRef<(), ()>,
+  /// `RunOptions.controller`: the kernel delivered queued message `id` into the run.
+  #[napi(ts_type = "(id: number) => void")]
+  pub delivered: Option<FunctionRef<u32, ()>>,
 }
 
 #[derive(Serialize)]
@@ -330,6 +334,7 @@ enum Out {
   Route(RouteInput, oneshot::Sender<std::result::Result<RouteReturn, String>>),
   AbortTool(u64),
   Output(u32, String, String),
+  Delivered(u32),
   Store(
     StoreRequest,
     oneshot::Sender<std::result::Result<Promise<BindingStoreResult>, String>>,
@@ -405,6 +410,7 @@ struct JsHost {
   inbox: Arc<NestedInbox>,
   /// The run has an `onBudgetExhausted` handler.
   budget_handler: bool,
+  queue: Arc<ControllerQueue>,
 }
 
 impl Host for JsHost {
@@ -491,6 +497,13 @@ impl Host for JsHost {
           .map_err(|e| HostError::new(e.reason.clone())),
       }
     }))
+  }
+
+  fn take_queued(&self, kind: QueueKind) -> Option<UserMessage> {
+    let (id, message) = self.queue.take(kind)?;
+    // The JS controller drops the entry when this reaches it (after this poll).
+    self.outbox.push(Out::Delivered(id));
+    Some(message)
   }
 
   fn router(&self) -> Option<Arc<dyn ModelRouter>> {
@@ -652,6 +665,8 @@ pub struct NativeRun {
   inbox: Arc<NestedInbox>,
   /// The `options.signal` of each pending `context.dispatch`, by reply id.
   nested_aborts: Arc<Mutex<HashMap<u32, Arc<NestedAbort>>>>,
+  /// `RunOptions.controller`'s messages for this run (filled from JS, drained by the kernel).
+  queue: Arc<ControllerQueue>,
   /// The root meter once the options are valid (`RunOptions.budget`): a `BudgetController`.
   meter: Arc<OnceLock<MeterCell>>,
 }
@@ -686,6 +701,7 @@ impl NativeRun {
       inbox: NestedInbox::new(),
       nested_aborts: Arc::default(),
       meter: Arc::default(),
+      queue: Arc::default(),
     }
   }
 
@@ -767,6 +783,7 @@ impl NativeRun {
         router,
         inbox: self.inbox.clone(),
         budget_handler,
+        queue: self.queue.clone(),
       },
       self.cancel.clone(),
       self.meter.clone(),
@@ -910,6 +927,37 @@ impl NativeRun {
     failed.map_or(Ok(out), Err)
   }
 
+  /// `AgentRunController.steer` (`steer`) / `followUp`: queues message `id` for the kernel, which
+  /// takes it at a turn boundary (and reports it through the `delivered` hook). Never polls: the
+  /// kernel does not wait for these.
+  #[napi]
+  pub fn controller_push(&self, steer: bool, id: u32, text: String, timestamp: f64) {
+    let kind = if steer { QueueKind::Steering } else { QueueKind::FollowUp };
+    let message = UserMessage {
+      content: UserContent::Parts(vec![Part::Text(TextPart::new(text))]),
+      timestamp: number(timestamp),
+    };
+    self.queue.push(kind, id, message);
+  }
+
+  /// `clear(index)`: drops queued message `id` (a no-op once delivered).
+  #[napi]
+  pub fn controller_remove(&self, id: u32) {
+    self.queue.remove(id);
+  }
+
+  /// `clear()`: drops every queued message.
+  #[napi]
+  pub fn controller_clear(&self) {
+    self.queue.clear();
+  }
+
+  /// `interrupt()` / `resume()`: while held, nothing is delivered.
+  #[napi]
+  pub fn controller_hold(&self, held: bool) {
+    self.queue.hold(held);
+  }
+
   /// Aborts the run: the model call is dropped and running tools are killed.
   #[napi]
   pub fn cancel(&self) {
@@ -940,6 +988,10 @@ impl NativeRun {
         Out::Tool(request) => hooks.tool.borrow_back(env).and_then(|f| f.call(Serde(request))),
         Out::Nested(answer) => hooks.nested.borrow_back(env).and_then(|f| f.call(Serde(answer))),
         Out::AbortTool(id) => hooks.abort_tool.borrow_back(env).and_then(|f| f.call(id as f64)),
+        Out::Delivered(id) => match &hooks.delivered {
+          Some(d) => d.borrow_back(env).and_then(|f| f.call(id)),
+          None => Ok(()),
+        },
         Out::Output(toolset, label, text) => hooks
           .output
           .borrow_back(env)

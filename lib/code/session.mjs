@@ -4,6 +4,7 @@
 import { codedError } from "../native.mjs";
 import { run, stream, rejectInternalRunOptions, CavemanRunError } from "../run.mjs";
 import { createConversation } from "../conversation.mjs";
+import { AgentRunController } from "../run-controller.mjs";
 import { CODING_RUN_BREAKERS, OBSERVE_ONLY_BANNER } from "./agent.mjs";
 import { turnBill } from "./bill.mjs";
 
@@ -153,10 +154,9 @@ function resultText(result) {
  * the run itself threw.
  */
 export async function* streamCodingTurn(session, input, options = {}) {
-  // The reference makes a controller per turn when none is given; knap's kernel does not deliver
-  // queued messages yet (run() refuses `controller`), so only a caller's controller is passed on.
-  const { overrides = {}, controller } = options ?? {};
-  const runOptions = turnRunOptions(session, overrides, controller !== undefined ? { controller } : {});
+  // As in the reference: a new controller per turn when none is given.
+  const { overrides = {}, controller = new AgentRunController() } = options ?? {};
+  const runOptions = turnRunOptions(session, overrides, { controller });
   if (overrides.durable !== undefined) delete runOptions.conversation;
   let seq = sequences.get(session) ?? 0;
   const event = (kind, fields = {}) => {

@@ -8,8 +8,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::budget::{ExhaustionAnswer, ExhaustionContext};
+use super::controller::QueueKind;
 use super::event::RunEvent;
-use super::message::{AssistantMessage, Message};
+use super::message::{AssistantMessage, Message, UserMessage};
 use super::nested::NestedInbox;
 use crate::exec::BoxFuture;
 use crate::policy::ToolPolicy;
@@ -120,6 +121,12 @@ pub trait Host: Send + Sync {
   }
   /// `RunOptions.modelRouter`; `None` when the run has none.
   fn router(&self) -> Option<Arc<dyn super::route::ModelRouter>> {
+    None
+  }
+  /// `RunOptions.controller`: removes and returns the next queued message of `kind` (`None`:
+  /// none queued, held after an interrupt, or no controller). Polled by the root run at turn
+  /// boundaries; it must answer at once, never wait on JS.
+  fn take_queued(&self, _kind: QueueKind) -> Option<UserMessage> {
     None
   }
 }

@@ -235,6 +235,10 @@ impl Level {
           message: Message::Assistant(self.last_assistant().clone()),
           tool_results: Vec::new(),
         });
+        // The loop would end here: a steering message, else a follow-up, continues it.
+        if self.deliver_queued(&system, true).await? {
+          continue;
+        }
         break;
       }
       let results = self.run_tool_calls(&calls).await?;
@@ -255,6 +259,7 @@ impl Level {
       }
       // Between turns (never at the call boundary): the turn requested tools, so a call follows.
       self.maybe_compact(&system).await?;
+      self.deliver_queued(&system, false).await?;
     }
     if let (true, Some(d)) = (self.root, &self.shared.durable) {
       if let Some(e) = d.fatal().or_else(|| d.incomplete()) {
@@ -263,6 +268,49 @@ impl Level {
     }
     self.emit_pi(|| PiEvent::AgentEnd);
     self.finish(started)
+  }
+
+  /// `RunOptions.controller` at a turn boundary of the root run: the next steering message, or
+  /// (when the loop would otherwise end) the next follow-up, one per turn, as a user message the
+  /// next provider call sees. It is journaled at once (a resume finds it in the transcript; the
+  /// controller no longer holds it). Nothing is taken when no call could follow (a stop, the
+  /// model-call cap, the deadline, an abort): the message stays queued for a later run.
+  async fn deliver_queued(&mut self, system: &str, ending: bool) -> Result<bool, RunFailure> {
+    use super::controller::QueueKind;
+    if !self.root
+      || self.stop.is_some()
+      || self.shared.cancel.is_cancelled()
+      || self.accounting.model_calls >= self.shared.limits.max_model_calls
+      || self.shared.deadline.is_some_and(|d| Instant::now() >= d)
+    {
+      return Ok(false);
+    }
+    let host = self.shared.host.clone();
+    let Some(user) = host.take_queued(QueueKind::Steering).or_else(|| {
+      if ending {
+        host.take_queued(QueueKind::FollowUp)
+      } else {
+        None
+      }
+    }) else {
+      return Ok(false);
+    };
+    if ending {
+      // The tool branch compacted already; a follow-up turn gets the same chance first.
+      self.maybe_compact(system).await?;
+    }
+    let message = Message::User(user);
+    self.emit_pi(|| PiEvent::TurnStart);
+    self.transcript.turn_open = true;
+    self.emit_pi(|| PiEvent::MessageStart {
+      message: message.clone(),
+    });
+    self.emit_pi(|| PiEvent::MessageEnd {
+      message: message.clone(),
+    });
+    self.transcript.push(message);
+    self.journal_turn().await?;
+    Ok(true)
   }
 
   /// The output allowance of a working call before any clamp.

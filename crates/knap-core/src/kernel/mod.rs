@@ -7,6 +7,7 @@ mod admission;
 mod breakers;
 pub mod budget;
 mod compact;
+pub mod controller;
 pub mod event;
 mod execute;
 pub mod host;

@@ -43,6 +43,10 @@ struct FakeHost {
   dispatched: Arc<Mutex<Vec<Result<Value, String>>>>,
   /// Per host tool call: (tool_call_id, parent_tool_call_id, composite, nested).
   contexts: Mutex<Vec<(String, String, bool, bool)>>,
+  /// `RunOptions.controller`'s queue; `arrivals[n]` is queued while provider call `n` runs.
+  queue: Arc<super::controller::ControllerQueue>,
+  arrivals: Mutex<HashMap<usize, Vec<(super::controller::QueueKind, u32, String)>>>,
+  delivered: Mutex<Vec<u32>>,
 }
 
 impl FakeHost {
@@ -102,6 +106,14 @@ impl Host for FakeHost {
         .as_ref()
         .map(|c| c.iter().map(|m| serde_json::to_value(m).unwrap()).collect()),
     });
+    let n = self.calls.lock().unwrap().len() - 1;
+    for (kind, id, text) in self.arrivals.lock().unwrap().remove(&n).unwrap_or_default() {
+      let message = super::message::UserMessage {
+        content: super::message::UserContent::Text(text),
+        timestamp: None,
+      };
+      self.queue.push(kind, id, message);
+    }
     let next = self.turns.lock().unwrap().pop_front();
     if let Some(m) = &next {
       replied.insert(call.conversation, m.clone());
@@ -199,6 +211,12 @@ impl Host for FakeHost {
   fn nested_inbox(&self) -> Option<Arc<NestedInbox>> {
     self.inbox.clone()
   }
+
+  fn take_queued(&self, kind: super::controller::QueueKind) -> Option<super::message::UserMessage> {
+    let (id, message) = self.queue.take(kind)?;
+    self.delivered.lock().unwrap().push(id);
+    Some(message)
+  }
 }
 
 /// A run failure as the tests read it.
@@ -282,6 +300,9 @@ async fn go(host: Arc<FakeHost>, agent: AgentSpec, opts: RunOptionsSpec) -> Resu
   .map(|r| r.to_value())
   .map_err(Failure::from)
 }
+
+#[path = "controller_tests.rs"]
+mod controller_tests;
 
 #[tokio::test]
 async fn three_turns_with_a_host_tool_and_receipt() {

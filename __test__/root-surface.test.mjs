@@ -47,6 +47,29 @@ test("subpaths and dist/ shims resolve against knap", async () => {
   assert.equal((await import("knap/run-receipt")).validateRunReceipt, knap.defineRunReceipt);
 });
 
+test("every dist/ file the reference's export map names re-exports the same names as knap's subpath", async () => {
+  // caveman-agent-api.md §1.1: subpath -> the reference's dist file (its tests import ../dist/<file>).
+  const map = {
+    ".": "index.js", "./testing": "testing.js", "./code": "code.js", "./command-session": "command-session.js",
+    "./execution-backend": "execution-backend.js", "./catalog": "catalog.js", "./programmatic-tools": "programmatic-tools.js",
+    "./connect": "connect.js", "./plugins": "agent-environment.js", "./compaction": "compaction-api.js",
+    "./memory": "memory-api.js", "./durable": "durable.js", "./serve": "serve.js", "./serve-handler": "serve-handler.js",
+    "./build": "build.js", "./compiler": "compiler.js", "./profile": "profile.js", "./claude": "claude.js",
+    "./cache-engine": "cache-planner/index.js",
+  };
+  for (const [sub, file] of Object.entries(map)) {
+    const viaExports = await import(sub === "." ? "knap" : `knap/${sub.slice(2)}`);
+    const viaDist = await import(`../dist/${file}`);
+    assert.deepEqual(Object.keys(viaDist).sort(), Object.keys(viaExports).sort(), `dist/${file} vs ${sub}`);
+    for (const name of Object.keys(viaExports)) assert.equal(viaDist[name], viaExports[name], `${file}: ${name}`);
+  }
+  const session = await import("../dist/serve-session.js");
+  assert.equal(session.withMessageContext, (await import("knap/serve-handler")).withMessageContext);
+  assert.equal(session.SESSION_MESSAGE_CONTEXT_MAX_BYTES, 65536);
+  assert.equal((await import("../dist/durable-stores.js")).DiskDurableStore, (await import("knap/durable")).DiskDurableStore);
+  assert.equal((await import("../dist/durable-object-store.js")).ObjectDurableStore, (await import("knap/durable")).ObjectDurableStore);
+});
+
 test("what needs the compiler, engine or gateway throws a code naming it", () => {
   assert.throws(() => knap.compileProfiled(), { code: "cave_compiler_unsupported", message: /Cave Build compiler/ });
   assert.throws(() => knap.contextBill(), { code: "cave_context_ir_unsupported" });

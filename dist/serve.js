@@ -1,0 +1,2 @@
+// knap shim for the reference's dist/serve.js: re-exports ../lib/serve.mjs.
+export * from "../lib/serve.mjs";

@@ -911,6 +911,7 @@ module.exports.middleTruncate = nativeBinding.middleTruncate
 module.exports.programCellOutput = nativeBinding.programCellOutput
 module.exports.pushSandboxOutput = nativeBinding.pushSandboxOutput
 module.exports.runErrorCode = nativeBinding.runErrorCode
+module.exports.sandboxLimits = nativeBinding.sandboxLimits
 module.exports.serveLimits = nativeBinding.serveLimits
 module.exports.sha256Hex = nativeBinding.sha256Hex
 module.exports.shellQuote = nativeBinding.shellQuote

@@ -1001,6 +1001,13 @@ export interface SandboxExecResult {
 
 export declare function sandboxLimits(): BindingSandboxLimits
 
+/**
+ * Makes this process non-dumpable (unless `KNAP_DUMPABLE=1`) before its first sandbox worker
+ * starts, as the first `bash` command does: a worker of the same non-root user cannot read the
+ * parent's environment or memory through `/proc`. A no-op off Linux.
+ */
+export declare function sandboxProtectParent(): void
+
 /** The answer of a schema check: the conformed value, or the first violation's text. */
 export interface SchemaCheck {
   value?: any

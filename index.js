@@ -912,6 +912,7 @@ module.exports.programCellOutput = nativeBinding.programCellOutput
 module.exports.pushSandboxOutput = nativeBinding.pushSandboxOutput
 module.exports.runErrorCode = nativeBinding.runErrorCode
 module.exports.sandboxLimits = nativeBinding.sandboxLimits
+module.exports.sandboxProtectParent = nativeBinding.sandboxProtectParent
 module.exports.serveLimits = nativeBinding.serveLimits
 module.exports.sha256Hex = nativeBinding.sha256Hex
 module.exports.shellQuote = nativeBinding.shellQuote

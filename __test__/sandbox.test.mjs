@@ -3,7 +3,7 @@
 // entry is __test__/fixtures/sandbox-agent.mjs; the model is scripted.
 import test, { after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -145,6 +145,37 @@ test("a worker does not outlive its parent: killed with SIGKILL mid-call, the pa
   parent.kill("SIGKILL");
   await exited;
   await gone(pid, "the orphaned worker's watchdog to kill it");
+});
+
+test("a worker cannot read the parent's secret: not in its environment; as a non-root user not through /proc/<ppid>/environ or mem either", (t) => {
+  const script = fileURLToPath(new URL("./fixtures/sandbox-secret.mjs", import.meta.url));
+  const secret = `sk-knap-sandbox-${Math.random().toString(36).slice(2)}`;
+  const probe = (argv) => {
+    const r = spawnSync(argv[0], argv.slice(1), { env: { PATH: process.env.PATH, HOME: os.tmpdir(), KNAP_PROBE_SECRET: secret }, encoding: "utf8", timeout: 120_000 });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.includes(secret), false, "the secret leaked");
+    return JSON.parse(r.stdout);
+  };
+  const root = process.getuid?.() === 0;
+  const mine = probe([process.execPath, script]);
+  assert.equal(mine.secretHeld, true);
+  assert.notEqual(mine.peek.pid, mine.parent);
+  assert.equal(mine.peek.own, null, "the worker's environment has no KNAP_PROBE_SECRET");
+  if (!root) {
+    assert.equal(mine.peek.environ, "EACCES");
+    assert.equal(mine.peek.mem, "EACCES");
+  } else {
+    t.diagnostic(`as root a worker reads the parent's /proc environ (${mine.peek.environ}) and mem (${mine.peek.mem}): knap drops no capabilities in workers`);
+  }
+  const setpriv = spawnSync("setpriv", ["--version"]);
+  if (root && setpriv.status === 0) {
+    const other = probe(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, script]);
+    assert.equal(other.peek.own, null);
+    assert.equal(other.peek.environ, "EACCES", "the parent is non-dumpable before its first worker starts");
+    assert.equal(other.peek.mem, "EACCES");
+  } else if (root) {
+    t.diagnostic("no setpriv: the unprivileged case was not run");
+  }
 });
 
 test("a tool timeout aborts the call in the worker (the reason crosses over), retires that worker, and the run goes on", async () => {

@@ -19,10 +19,12 @@ globalThis[Symbol.for("knap.sandboxWorker")] = true;
 // The worker leads its own process group (so an abort kills what a tool spawned too). When the
 // parent dies the IPC channel closes, but a tool stuck in a synchronous loop never sees that:
 // a watchdog thread notices the re-parenting and kills the process.
+// The parent's pid is taken here, not in the thread: a thread that starts late (a loaded
+// machine) would otherwise take the re-parented pid for the parent's.
 if (process.platform !== "win32") {
   const watchdog = new Worker(
-    "const ppid = process.ppid; setInterval(() => { if (process.ppid !== ppid) process.kill(process.pid, 'SIGKILL'); }, 500);",
-    { eval: true, env: {}, stdout: false, stderr: false },
+    "const { workerData: ppid } = require('node:worker_threads'); const check = () => { if (process.ppid !== ppid) process.kill(process.pid, 'SIGKILL'); }; check(); setInterval(check, 500);",
+    { eval: true, env: {}, stdout: false, stderr: false, workerData: process.ppid },
   );
   watchdog.unref();
 }

@@ -8,9 +8,11 @@
 // What the separation guarantees: a sandboxed closure runs in another process, so it cannot
 // read or change the parent's memory (globals, module state, the run's objects, other runs),
 // cannot crash or block the parent's event loop, and sees only the environment variables below
-// plus `sandboxProfile.credentialEnv`. It runs as the same OS user with the same file system and
-// network: knap has no OS sandbox (verifySandboxConformance() resolves false), and the entry is
-// imported from where it is, not from a staged copy.
+// plus `sandboxProfile.credentialEnv`; the parent is made non-dumpable first, so a worker of a
+// non-root user cannot read the parent's environment or memory through /proc either (a root
+// worker can: knap drops no capabilities in workers). It runs as the same OS user with the same
+// file system and network: knap has no OS sandbox (verifySandboxConformance() resolves false),
+// and the entry is imported from where it is, not from a staged copy.
 import { fork } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -270,6 +272,9 @@ export class SandboxPool {
         "cave_sandbox_worker_nested: a run inside a sandbox worker cannot start sandbox workers of its own\nhint: the entry module should export the agent, not run it; run it from another module",
       );
     }
+    // As before a bash command: a worker of the same non-root user cannot read this process's
+    // /proc environment or memory.
+    native.sandboxProtectParent();
     this.#release(await this.#spawn(signal));
   }
 

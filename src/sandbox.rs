@@ -24,3 +24,12 @@ pub fn sandbox_limits() -> BindingSandboxLimits {
     tool_result_max_bytes: limits::TOOL_RESULT_MAX_BYTES as u32,
   }
 }
+
+/// Makes this process non-dumpable (unless `KNAP_DUMPABLE=1`) before its first sandbox worker
+/// starts, as the first `bash` command does: a worker of the same non-root user cannot read the
+/// parent's environment or memory through `/proc`. A no-op off Linux.
+#[napi]
+pub fn sandbox_protect_parent() {
+  #[cfg(target_os = "linux")]
+  knap_core::launch::hide_knap_process();
+}

@@ -534,6 +534,17 @@ export interface BindingRunOutcome {
   message?: string
 }
 
+export interface BindingSandboxLimits {
+  workersPerRun: number
+  startTimeoutMs: number
+  abortGraceMs: number
+  /**
+   * A worker refuses to send a result longer than this (`cave_tool_result_limit:<name>`), so
+   * an oversized value never crosses the IPC channel.
+   */
+  toolResultMaxBytes: number
+}
+
 export interface BindingSandboxOptions {
   /** The working directory (`workingDirectory` / bashkit's `cwd`); created if missing. */
   workspace: string
@@ -987,6 +998,15 @@ export interface SandboxExecResult {
   durationMs?: number
   interrupted?: boolean
 }
+
+export declare function sandboxLimits(): BindingSandboxLimits
+
+/**
+ * Makes this process non-dumpable (unless `KNAP_DUMPABLE=1`) before its first sandbox worker
+ * starts, as the first `bash` command does: a worker of the same non-root user cannot read the
+ * parent's environment or memory through `/proc`. A no-op off Linux.
+ */
+export declare function sandboxProtectParent(): void
 
 /** The answer of a schema check: the conformed value, or the first violation's text. */
 export interface SchemaCheck {

@@ -331,6 +331,10 @@ export interface RunOptions {
   model?: Model | object;
   models?: Models;
   streamFn?: StreamFn;
+  /**
+   * The module that exports the agent (resolved against `rootDir`): with it a `sandbox: "required"`
+   * agent's tool closures run in worker processes that import it.
+   */
   entryPath?: string;
   signal?: AbortSignal;
   conversation?: Conversation;

@@ -20,9 +20,20 @@ export function refuseUnactedOptions(definition, options) {
   if (options.printReceipt !== undefined && typeof options.printReceipt !== "boolean") {
     throw codedError("cave_print_receipt_invalid", "cave_print_receipt_invalid: printReceipt must be a boolean");
   }
+  if (options.entryPath !== undefined && (typeof options.entryPath !== "string" || options.entryPath === "")) {
+    throw codedError(
+      "cave_sandbox_entry_invalid",
+      `cave_sandbox_entry_invalid: RunOptions.entryPath must be the path of the module that exports the agent, got ${JSON.stringify(options.entryPath) ?? typeof options.entryPath}\nhint: entryPath: "./agent.mjs" (resolved against rootDir)`,
+    );
+  }
   const profile = options.sandboxProfile;
   if (profile !== undefined) {
     if (!profile || typeof profile !== "object") throw codedError("cave_sandbox_profile_invalid");
+    // The names of the variables a sandbox worker's environment keeps (lib/sandbox.mjs).
+    const names = profile.credentialEnv;
+    if (names !== undefined && !(Array.isArray(names) && names.every((n) => typeof n === "string" && /^[A-Za-z_][A-Za-z0-9_]*$/.test(n)))) {
+      throw codedError("cave_sandbox_profile_invalid", "cave_sandbox_profile_invalid: sandboxProfile.credentialEnv must be an array of environment variable names");
+    }
     if (profile.network === true) throw codedError("cave_sandbox_network_egress_unbounded");
     if (profile.childProcess === true) throw codedError("cave_sandbox_child_process_containment_unavailable");
     if (profile.network && typeof profile.network === "object") throw unsupported("sandboxProfile.network", "egress policies need an OS sandbox knap does not have");

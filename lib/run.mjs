@@ -15,6 +15,8 @@ import { refuseUnactedOptions } from "./run-options.mjs";
 import { BUDGET_CONTROLLER_BIND } from "./budget-controller.mjs";
 import { bindController } from "./run-controller.mjs";
 import { printRunReceipt } from "./receipt.mjs";
+import { serializeToolResult } from "./tool-result.mjs";
+import { SandboxPool } from "./sandbox.mjs";
 import { resolveRunMemory, localMemoryTools, MEMORY_SYSTEM_PROMPT } from "./memory.mjs";
 
 const INTERNAL_OPTIONS = ["buildIdentity", "efficiencyPlan", "lockedBuild", "candidatePlan", "caveRoute", "invocationTrace"];
@@ -79,7 +81,7 @@ function contextText(ctx, rootDir) {
 /**
  * Builds the JSON the kernel runs: models and JS tools become numbered handles held here.
  */
-async function buildGraph(definition, options, rootDir, registry, isRoot, sandbox) {
+async function buildGraph(definition, options, rootDir, registry, isRoot, sandbox, agentPath = []) {
   let modelCall;
   if (!isRoot && options.model !== undefined && definition.model?.kind === "auto") {
     modelCall = await resolveModelCall(undefined, options);
@@ -88,7 +90,10 @@ async function buildGraph(definition, options, rootDir, registry, isRoot, sandbo
   }
   const modelKey = registry.models.push(modelCall) - 1;
   /** Where a tool runs: natively (shell tools), as a subagent, or as a JS handle held here. */
-  const toolRuntime = async (tool) => {
+  const toolRuntime = async (tool, composite = false) => {
+    // A required level's closures run in worker processes (lib/sandbox.mjs): held here as proxies.
+    const isolated = sandbox === "required" && tool.runtime?.kind !== "subagent" ? registry.sandbox?.route(tool, agentPath, composite) : undefined;
+    if (isolated) return { kind: "host", key: registry.tools.push(isolated) - 1 };
     const nativeTool = tool[NATIVE_TOOL];
     if (nativeTool) {
       registry.outputs.set(nativeTool.toolset.id, nativeTool.onOutput);
@@ -98,7 +103,7 @@ async function buildGraph(definition, options, rootDir, registry, isRoot, sandbo
       const r = tool.runtime;
       return {
         kind: "subagent",
-        agent: await buildGraph(r.definition, options, rootDir, registry, false, r.definition.sandbox),
+        agent: await buildGraph(r.definition, options, rootDir, registry, false, r.definition.sandbox, [...agentPath, tool.name]),
         maxInputChars: r.maxInputChars,
         maxCalls: r.maxCalls,
         maxCostUsd: r.maxCostUsd,
@@ -110,13 +115,14 @@ async function buildGraph(definition, options, rootDir, registry, isRoot, sandbo
   };
   const tools = [];
   for (const tool of definition.tools) {
-    const spec = toolSpec(tool, await toolRuntime(tool));
+    const composite = tool.nestedTools?.length > 0;
+    const spec = toolSpec(tool, await toolRuntime(tool, composite));
     // Only a composite carries these keys, so the definition SHA of every other agent is the
     // one it had before composites existed (durable runs resume across that upgrade).
-    if (tool.nestedTools?.length) {
+    if (composite) {
       spec.nestedTools = [];
       for (const nested of tool.nestedTools) {
-        const nestedSpec = toolSpec(nested, await toolRuntime(nested));
+        const nestedSpec = toolSpec(nested, await toolRuntime(nested, true));
         if (nested.speculative === true) nestedSpec.speculative = true;
         spec.nestedTools.push(nestedSpec);
       }
@@ -186,19 +192,6 @@ export function agentStaticContextDiagnostics(definition, options = {}) {
     availableToolCount: d.availableToolCount,
     basis: "system_prompt_plus_active_tool_definitions_json_utf8",
   };
-}
-
-function serializeToolResult(name, value) {
-  if (typeof value === "string") return value;
-  if (value === undefined) return "null";
-  let text;
-  try {
-    text = JSON.stringify(value);
-  } catch {
-    throw new Error(`cave_tool_result_not_json_safe:${name}`);
-  }
-  if (text === undefined) throw new Error(`cave_tool_result_not_json_safe:${name}`);
-  return text;
 }
 
 /** A nested call's value as the JSON the kernel hands back to `dispatch` (`undefined` → null). */
@@ -520,6 +513,9 @@ async function* runEvents(definition, content, options, quiet, input) {
   else options.signal?.addEventListener("abort", onAbort, { once: true });
 
   const registry = { models: [], tools: [], outputs: new Map() };
+  if (options.entryPath !== undefined) {
+    registry.sandbox = new SandboxPool({ entryPath: options.entryPath, rootDir: prep.rootDir, agentId: definition.id, profile: options.sandboxProfile });
+  }
   // The dispatcher of wakes is a weak threadsafe function: keep the event loop alive until the
   // kernel's last event (run_end / run_error) has come.
   let keepAlive;
@@ -555,6 +551,7 @@ async function* runEvents(definition, content, options, quiet, input) {
     input: content,
     history: claim?.history ?? [],
     durable: prep.durableSpec,
+    entryPath: options.entryPath,
   };
 
   let graph;
@@ -565,7 +562,10 @@ async function* runEvents(definition, content, options, quiet, input) {
     if (prep.memoryRun) {
       for (const t of localMemoryTools(prep.memoryRun.engine)) graph.tools.push(toolSpec(t, { kind: "host", key: registry.tools.push(t) - 1 }));
     }
+    // A bad entry fails the run here, before any provider call.
+    await registry.sandbox?.start(runAbort.signal);
   } catch (setupError) {
+    registry.sandbox?.close();
     options.signal?.removeEventListener("abort", onAbort);
     yield { type: "run_start", runId, agentId: definition.id };
     const message = setupError instanceof Error ? setupError.message : String(setupError);
@@ -634,6 +634,7 @@ async function* runEvents(definition, content, options, quiet, input) {
       await events.wait();
     }
   } finally {
+    registry.sandbox?.close();
     unbindBudget?.();
     controlled?.detach();
     commitConversation();

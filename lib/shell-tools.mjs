@@ -110,7 +110,7 @@ export function shellTools(options) {
       // events are traced instead (lib/debug.mjs debugRunEvent).
       execute: traced(name, execute),
     };
-    Object.defineProperty(tool, NATIVE_TOOL, { value: Object.freeze({ toolset, name, onOutput }) });
+    Object.defineProperty(tool, NATIVE_TOOL, { value: Object.freeze({ toolset, name, onOutput, local }) });
     return Object.freeze(tool);
   });
   // knap: `close()` kills every command the tool set still runs (with the daemons they

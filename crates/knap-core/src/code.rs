@@ -103,6 +103,8 @@ codes! {
   SideEffectBlocked => "cave_side_effect_blocked",
   ToolArgumentsInvalid => "cave_tool_arguments_invalid",
   ToolSandboxEntryRequired => "cave_tool_sandbox_entry_required",
+  SandboxEntryRequired => "cave_sandbox_entry_required",
+  HostSandboxNestedUnderRequired => "cave_host_sandbox_nested_under_required",
   ToolDenied => "cave_tool_denied",
   ToolTimeout => "cave_tool_timeout",
   ToolDefinitionInvalid => "cave_tool_definition_invalid",

@@ -217,8 +217,10 @@ const DROPPED_CAPS: [c_int; 7] = [
 
 static HIDE_KNAP: Once = Once::new();
 
-/// Makes knap's own process non-dumpable (once), unless `KNAP_DUMPABLE=1`.
-fn hide_knap_process() {
+/// Makes knap's own process non-dumpable (once), unless `KNAP_DUMPABLE=1`. Also called before
+/// sandbox worker processes start (lib/sandbox.mjs): a worker of the same (non-root) user then
+/// cannot read knap's `/proc/<pid>/environ` or memory either.
+pub fn hide_knap_process() {
   HIDE_KNAP.call_once(|| {
     if std::env::var_os("KNAP_DUMPABLE").is_some_and(|v| v == "1") {
       return;

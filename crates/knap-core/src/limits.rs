@@ -172,6 +172,14 @@ pub const PROGRAM_SETTLE_MS: u64 = 1_000;
 /// After a composite tool's `execute` settles, its admitted nested calls get this long to
 /// settle before the container fails with `cave_program_nested_calls_unquiesced`.
 pub const NESTED_SETTLE_MS: u64 = 1_000;
+/// `sandbox: "required"` tool workers (`RunOptions.entryPath`; lib/sandbox.mjs).
+/// Worker processes one run keeps at once; concurrent calls beyond it wait for a free one.
+pub const SANDBOX_WORKERS_PER_RUN: u32 = 4;
+/// A new worker must import the entry and find the agent and its tools within this long.
+pub const SANDBOX_START_TIMEOUT_MS: u64 = 60_000;
+/// After a call's abort (its timeout, the run's abort) the worker's tool gets this long to
+/// settle; then its process group is killed. An aborted worker is never reused.
+pub const SANDBOX_ABORT_GRACE_MS: u64 = 1_000;
 /// The cell's Worker: V8 heap and stack limits.
 pub const PROGRAM_WORKER_OLD_GENERATION_MB: u32 = 64;
 pub const PROGRAM_WORKER_YOUNG_GENERATION_MB: u32 = 16;

@@ -76,6 +76,7 @@ pub(super) const BEFORE_POLICY: &[(&str, Rule)] = &[
   ("declared tool", declared),
   ("side effects under fixture", side_effect),
   ("composite under a required sandbox", composite_sandbox),
+  ("required sandbox has an entry", sandbox_entry),
   ("arguments are an object", plain_object),
 ];
 
@@ -161,6 +162,17 @@ fn side_effect(level: &mut Level, c: &Candidate) -> Option<String> {
 fn composite_sandbox(level: &mut Level, c: &Candidate) -> Option<String> {
   (level.agent.sandbox == "required" && is_container(level, c))
     .then(|| Code::NestedToolSandboxUnsupported.as_str().to_string())
+}
+
+/// Subagent tools are child runs, not closures, so they need no worker. A run without an
+/// entry fails before its first call (`cave_tool_sandbox_entry_required`), so this rule is the
+/// reference's second line of defence, kept in its place in the order.
+fn sandbox_entry(level: &mut Level, c: &Candidate) -> Option<String> {
+  let tool = &level.agent.tools[c.tool?];
+  (level.agent.sandbox == "required"
+    && !level.shared.sandbox_entry
+    && !matches!(tool.runtime, ToolRuntime::Subagent { .. }))
+  .then(|| Code::SandboxEntryRequired.as_str().to_string())
 }
 
 fn plain_object(_: &mut Level, c: &Candidate) -> Option<String> {
@@ -282,6 +294,7 @@ mod tests {
         "declared tool",
         "side effects under fixture",
         "composite under a required sandbox",
+        "required sandbox has an entry",
         "arguments are an object",
       ]
     );

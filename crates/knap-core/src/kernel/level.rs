@@ -191,7 +191,9 @@ impl Level {
         return Err(self.fail(e));
       }
     }
+    // With an entry the JS side runs this level's closures in worker processes.
     if self.agent.sandbox == "required"
+      && !self.shared.sandbox_entry
       && self
         .agent
         .tools

@@ -85,6 +85,8 @@ pub(super) struct Shared {
   pub legacy: Option<LegacyLedger>,
   /// No `pi` events (a `run()`, which reads only `run_end` / `run_error`).
   pub quiet: bool,
+  /// `RunOptions.entryPath` was given: `"required"` levels may run their tools.
+  pub sandbox_entry: bool,
 }
 
 /// How a durable run's journal opened.
@@ -108,6 +110,8 @@ pub async fn run_agent(
   durable: Option<DurableSetup>,
 ) -> Result<RunOutput, RunFailure> {
   let started = Instant::now();
+  // Graph validation: a plain Error before anything starts, as the reference's root context.
+  agent.check_sandbox_nesting().map_err(RunFailure::refused)?;
   let Prepared {
     limits,
     meter,
@@ -214,6 +218,7 @@ pub async fn run_agent(
     durable: durable_run.clone(),
     legacy: options.max_cost_usd.map(LegacyLedger::new),
     quiet: options.quiet,
+    sandbox_entry: options.entry_path.is_some(),
   });
   shared.host.emit(run_start());
   let mut level = Level::new(

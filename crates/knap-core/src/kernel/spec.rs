@@ -86,6 +86,37 @@ impl ToolSpec {
   }
 }
 
+impl AgentSpec {
+  /// `validateAgentGraph`'s sandbox rule (reference §2.3): a subagent whose definition says
+  /// `"host"` below an ancestor that is `"required"` is refused, since its closures would run
+  /// in the host process while the ancestor's run in workers. `self` is the root with its
+  /// effective mode (after the host-by-default downgrade); a `"fixture"` level between them
+  /// does not lift the requirement.
+  pub fn check_sandbox_nesting(&self) -> Result<(), Error> {
+    fn walk<'a>(agent: &'a AgentSpec, required: Option<&'a str>) -> Result<(), Error> {
+      let required = if agent.sandbox == "required" { Some(agent.id.as_str()) } else { required };
+      let tools = agent.tools.iter().flat_map(|t| std::iter::once(t).chain(t.nested_tools.iter()));
+      for tool in tools {
+        let ToolRuntime::Subagent { agent: child, .. } = &tool.runtime else {
+          continue;
+        };
+        if let (Some(ancestor), "host") = (required, child.sandbox.as_str()) {
+          return Err(Error::coded(
+            Code::HostSandboxNestedUnderRequired,
+            format!(
+              "subagent tool {:?} runs agent {:?} with sandbox \"host\" under agent {ancestor:?}, whose sandbox is \"required\"\nhint: declare the child's sandbox \"required\" (its tools then run in worker processes too), or run the parent with sandbox \"host\"",
+              tool.name, child.id
+            ),
+          ));
+        }
+        walk(child, required)?;
+      }
+      Ok(())
+    }
+    walk(self, None)
+  }
+}
+
 fn default_result() -> String {
   "auto".into()
 }
@@ -169,6 +200,11 @@ pub struct RunOptionsSpec {
   /// The input kinds of the run's own model (its `input`, e.g. `["text","image"]`), when known.
   #[serde(default)]
   pub model_input: Option<Vec<String>>,
+  /// `RunOptions.entryPath`: the module the JS side imports in its tool worker processes. With
+  /// it a `"required"` level's tools may run (the JS side runs their closures in those
+  /// workers); without it such a level fails (`cave_tool_sandbox_entry_required`).
+  #[serde(default)]
+  pub entry_path: Option<String>,
 }
 
 /// An option error: thrown as a plain `Error` before the run starts.

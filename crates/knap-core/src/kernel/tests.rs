@@ -1387,3 +1387,78 @@ async fn an_unusable_summary_or_stop_leaves_the_context_alone() {
   let r = go(host.clone(), compacting_agent(), options(budget)).await.unwrap();
   assert_eq!((r["text"].as_str(), r["receipt"]["calls"].as_array().unwrap().len()), (Some("done"), 3));
 }
+
+/// `sandbox: "required"` (reference §2.3, §6.3): with an entry the level's host tools run (the
+/// JS side puts them in worker processes); a composite is still blocked; without an entry the
+/// run fails before any provider call; a `"host"` child under a required ancestor is refused.
+mod required_sandbox {
+  use super::*;
+
+  fn delegate(name: &str, child_sandbox: &str, child_tools: Vec<Value>) -> Value {
+    let child = json!({"id": format!("{name}-child"), "instructions": "child", "sandbox": child_sandbox,
+      "model": {"key": 0, "provider": "anthropic", "id": "faux-1"}, "tools": child_tools});
+    json!({"name": name, "description": "d", "effect": "read", "timeoutMs": 30000,
+      "input": {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]},
+      "runtime": {"kind": "subagent", "agent": child, "maxInputChars": 32768, "maxCalls": 1, "maxCostUsd": 1, "maxContextTokens": 128000}})
+  }
+
+  #[tokio::test]
+  async fn with_an_entry_host_tools_run_and_composites_are_blocked() {
+    let host = Arc::new(FakeHost::new(vec![
+      turn("", &[("lookup", json!({"q": "a"})), ("box", json!({"calls": []}))]),
+      turn("done", &[]),
+    ]));
+    let a = agent(
+      vec![host_tool("lookup", 0, "read", 1000), container_tool("box", 5, "read")],
+      json!({"sandbox": "required"}),
+    );
+    let r = go(host.clone(), a, options(json!({"entryPath": "agent.mjs"}))).await.unwrap();
+    assert_eq!(r["text"], "done");
+    let results = &host.calls.lock().unwrap()[1].append;
+    assert_eq!(results[1]["content"][0]["text"], "echo a");
+    assert_eq!(results[2]["content"][0]["text"], "cave_nested_tool_sandbox_unsupported");
+    assert_eq!(results[2]["isError"], true);
+    assert_eq!(host.tool_log.lock().unwrap().len(), 1, "the composite never ran");
+  }
+
+  #[tokio::test]
+  async fn without_an_entry_the_run_fails_before_the_first_call() {
+    let host = Arc::new(FakeHost::new(vec![turn("done", &[])]));
+    let a = agent(vec![host_tool("lookup", 0, "read", 1000)], json!({"sandbox": "required"}));
+    let e = go(host.clone(), a, options(json!({}))).await.unwrap_err();
+    // The reference's coarse errorCode(): the code is generic, the message names the cause.
+    assert_eq!(e.code.as_deref(), Some("cave_agent_run_failed"));
+    assert_eq!(
+      e.message,
+      "cave_tool_sandbox_entry_required: sandboxed tools need RunOptions.entryPath; use sandbox fixture only for trusted tests"
+    );
+    assert!(!e.pre_run, "a run error with the receipt, not an option error");
+    assert!(host.calls.lock().unwrap().is_empty());
+    // Subagent tools are child runs, not closures: a required root with only those runs.
+    let host = Arc::new(FakeHost::new(vec![turn("done", &[])]));
+    let a = agent(vec![delegate("delegate", "required", vec![])], json!({"sandbox": "required"}));
+    assert_eq!(go(host, a, options(json!({}))).await.unwrap()["text"], "done");
+  }
+
+  #[tokio::test]
+  async fn a_host_child_under_a_required_ancestor_is_refused_before_the_run() {
+    let host = Arc::new(FakeHost::new(vec![turn("done", &[])]));
+    let a = agent(vec![delegate("delegate", "host", vec![])], json!({"sandbox": "required"}));
+    let e = go(host.clone(), a, options(json!({"entryPath": "a.mjs"}))).await.unwrap_err();
+    assert_eq!(e.code.as_deref(), Some("cave_host_sandbox_nested_under_required"));
+    assert!(e.pre_run, "thrown as a plain Error before the run");
+    assert!(e.message.starts_with(
+      "cave_host_sandbox_nested_under_required: subagent tool \"delegate\" runs agent \"delegate-child\" with sandbox \"host\" under agent \"reviewer\""
+    ));
+    assert!(host.calls.lock().unwrap().is_empty());
+    // Two levels down, through a fixture level: still under the required root.
+    let middle = delegate("inner", "host", vec![]);
+    let a = agent(vec![delegate("outer", "fixture", vec![middle])], json!({"sandbox": "required"}));
+    let e = go(host.clone(), a, options(json!({}))).await.unwrap_err();
+    assert_eq!(e.code.as_deref(), Some("cave_host_sandbox_nested_under_required"));
+    // A host root (declared, or downgraded by host-by-default) may have host children.
+    let host = Arc::new(FakeHost::new(vec![turn("done", &[])]));
+    let a = agent(vec![delegate("delegate", "host", vec![])], json!({"sandbox": "host"}));
+    assert_eq!(go(host, a, options(json!({}))).await.unwrap()["text"], "done");
+  }
+}

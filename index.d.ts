@@ -28,6 +28,15 @@ export declare class NativeAgentTools {
   tool(config?: AgentToolConfig | undefined | null): NativeTool
   /** The resolved form of a tool path (for cache dependencies), or `null` outside the sandbox. */
   absolute(path: string): string | null
+  /** bashkit's `discoverInstructions` over this sandbox; `null` when no file was found. */
+  discoverInstructions(options: InstructionsOptions): Promise<InstructionsResult | null>
+  /**
+   * bashkit's `collectEnvironment` over this sandbox (never fails: a failed command leaves its
+   * field out).
+   */
+  collectEnvironment(options: EnvironmentOptions): Promise<EnvironmentResult>
+  /** bashkit's `buildSystemContext` over this sandbox. */
+  buildSystemContext(options: SystemContextOptions): Promise<SystemContextResult>
 }
 
 export declare class NativeCommandSessionRuntime {
@@ -319,11 +328,17 @@ export interface BashkitCompactionPlan {
 /** bashkit's `discoverSkills`: `{skills: SkillMetadata[], warnings: string[]}` as JSON. */
 export declare function bashkitDiscoverSkills(paths: Array<string>): Promise<string>
 
+/** bashkit's `formatEnvironment(env, custom)`. */
+export declare function bashkitFormatEnvironment(env: EnvironmentResult, custom?: Array<ContextField> | undefined | null): string
+
 /** bashkit's `loadSkillBundle(dir)` files as a `{path: text}` JSON object. */
 export declare function bashkitLoadBundle(dir: string): Promise<string>
 
 /** bashkit's `parseSkillMetadata(content, path)` → `{skill, warning?}` as JSON. */
 export declare function bashkitParseSkill(content: string, path: string): string
+
+/** bashkit's `buildToolGuidance(config)`. */
+export declare function bashkitToolGuidance(config: ToolGuidanceOptions): string
 
 export interface BashToolInput {
   command: string
@@ -721,6 +736,12 @@ export declare function compactionSources(messagesJson: string, optionsJson?: st
 /** `validateContextSummaryTransition(previous, next)` as JSON `{ok, missingAnchors, errors}`. */
 export declare function compactionValidateTransition(previousJson: string | undefined | null, nextJson: string): string
 
+/** One `key: value` of a record whose order matters (`custom`, `hints`). */
+export interface ContextField {
+  key: string
+  value: string
+}
+
 /** The journal byte limit (`MAX_JOURNAL_BYTES`, 256 MiB), for stores written in JS. */
 export declare const DURABLE_MAX_JOURNAL_BYTES: number
 
@@ -765,6 +786,24 @@ export interface EditToolOutput {
   message: string
   file_path: string
   replacements: number
+}
+
+/** `EnvironmentContextConfig`. */
+export interface EnvironmentOptions {
+  git?: boolean
+  timezone?: boolean
+  custom?: Array<ContextField>
+}
+
+/** `EnvironmentContext`. */
+export interface EnvironmentResult {
+  cwd: string
+  shell: string
+  platform: string
+  date: string
+  timezone?: string
+  gitBranch?: string
+  gitStatus?: string
 }
 
 export interface EventFrame {
@@ -862,6 +901,28 @@ export declare const HTTP_BACKEND_CANCEL_TIMEOUT_MS: number
 export declare const HTTP_BACKEND_RESPONSE_MAX_BYTES: number
 
 export declare const HTTP_BACKEND_RESPONSE_SLACK_BYTES: number
+
+/** `InstructionDiscoveryConfig` (validated by the JS adapter). */
+export interface InstructionsOptions {
+  cwd?: string
+  filenames?: Array<string>
+  rootMarkers?: Array<string>
+  maxBytes?: number
+  globalPath?: string
+}
+
+export interface InstructionSourceResult {
+  path: string
+  scope: string
+  bytes: number
+  truncated: boolean
+}
+
+/** `DiscoveredInstructions`. */
+export interface InstructionsResult {
+  text: string
+  sources: Array<InstructionSourceResult>
+}
 
 /** `abort(callId)`: aborts the `AbortSignal` the JS `exec` call was given. Must not throw. */
 export type JsBackendAbortFn = ((arg: number) => void)
@@ -1069,6 +1130,23 @@ export interface StepUsageInput {
  */
 export declare function suggestNames(reference: string, candidates: Array<string>, limit?: number | undefined | null): Array<string>
 
+/** `SystemContextConfig`: a section is built when its key is present. */
+export interface SystemContextOptions {
+  instructions?: InstructionsOptions
+  environment?: EnvironmentOptions
+  toolGuidance?: ToolGuidanceOptions
+}
+
+/** `SystemContext`, `meta` flattened. */
+export interface SystemContextResult {
+  instructions?: string
+  environment?: string
+  toolGuidance?: string
+  combined: string
+  instructionSources?: Array<InstructionSourceResult>
+  environmentContext?: EnvironmentResult
+}
+
 /** USD per token (`createBudgetTracker`'s `modelPricing`, OpenRouter's prices). */
 export interface TokenPricingInput {
   inputPerToken: number
@@ -1082,6 +1160,13 @@ export declare const TOOL_POLICY_TIMEOUT_MS: number
 
 export interface ToolErrorResult {
   error: string
+}
+
+/** `ToolGuidanceConfig`. */
+export interface ToolGuidanceOptions {
+  tools: Array<string>
+  hints?: Array<ContextField>
+  guidelines?: Array<string>
 }
 
 /** `defineRunReceipt`'s checks on snapshotted receipt JSON; throws `cave_run_receipt_invalid:<field>`. */

@@ -17,6 +17,7 @@ use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
 
 use crate::ai_sdk::{with_progress, ProgressFn, SandboxOutput};
+use crate::system_context as sc;
 use crate::{CancelToken, NativeSandbox};
 
 /// A weak threadsafe function returning a Promise (a JS sandbox method).
@@ -251,6 +252,42 @@ impl NativeAgentTools {
   #[napi]
   pub fn absolute(&self, path: String) -> Option<String> {
     self.inner.absolute(&path)
+  }
+
+  /// bashkit's `discoverInstructions` over this sandbox; `null` when no file was found.
+  #[napi]
+  pub async fn discover_instructions(
+    &self,
+    options: sc::InstructionsOptions,
+  ) -> napi::Result<Option<sc::InstructionsResult>> {
+    let config = sc::instructions_config(options);
+    let found = core::system_context::discover_instructions(self.inner.sandbox().as_ref(), &config)
+      .await
+      .map_err(sc::sandbox_error)?;
+    Ok(found.map(sc::instructions_result))
+  }
+
+  /// bashkit's `collectEnvironment` over this sandbox (never fails: a failed command leaves its
+  /// field out).
+  #[napi]
+  pub async fn collect_environment(&self, options: sc::EnvironmentOptions) -> sc::EnvironmentResult {
+    let config = sc::environment_config(&options);
+    sc::environment_result(
+      core::system_context::collect_environment(self.inner.sandbox().as_ref(), config).await,
+    )
+  }
+
+  /// bashkit's `buildSystemContext` over this sandbox.
+  #[napi]
+  pub async fn build_system_context(
+    &self,
+    options: sc::SystemContextOptions,
+  ) -> napi::Result<sc::SystemContextResult> {
+    let config = sc::system_config(options);
+    let built = core::system_context::build_system_context(self.inner.sandbox().as_ref(), &config)
+      .await
+      .map_err(sc::sandbox_error)?;
+    Ok(sc::system_result(built))
   }
 }
 
@@ -534,7 +571,9 @@ impl NativeTool {
     &self,
     input: BashToolInput,
     cancel: Option<&CancelToken>,
-    #[napi(ts_arg_type = "((chunk: BindingProgressChunk) => void) | undefined | null")] on_progress: Option<ProgressFn>,
+    #[napi(ts_arg_type = "((chunk: BindingProgressChunk) => void) | undefined | null")] on_progress: Option<
+      ProgressFn,
+    >,
   ) -> BashCall {
     let i = core::BashInput {
       command: input.command,

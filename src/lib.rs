@@ -19,6 +19,7 @@ mod serve;
 mod shell_tools;
 mod skills;
 mod surface;
+mod system_context;
 
 pub use agent_tools::*;
 pub use ai_sdk::*;

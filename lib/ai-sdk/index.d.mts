@@ -807,8 +807,8 @@ export declare function createExecutionPolicy(planModeState?: PlanModeState, con
 export declare function createOutputPolicy(config?: OutputPolicyConfig): ContextLayer;
 export declare function middleTruncate(text: string, maxLength: number): string;
 
-// bashkit's types for compaction, context status and system context assembly (the compaction and
-// context status functions are exported below; the system-context ones not yet).
+// bashkit's types for compaction, context status and system context assembly (the functions are
+// exported below and from system-context.d.mts).
 export interface CompactConversationConfig {
   maxTokens: number;
   compactionThreshold?: number;
@@ -971,3 +971,4 @@ export declare function createAutoCompaction(config: CompactConversationConfig):
 };
 export declare function createCompactConfig(modelId: string, summarizerModel: LanguageModel, overrides?: Partial<Omit<CompactConversationConfig, "summarizerModel">>): CompactConversationConfig;
 export declare function createCompactConfigFromModels(modelId: string, summarizerModel: LanguageModel, modelsMap: Map<string, { contextLength?: number }>, overrides?: Partial<Omit<CompactConversationConfig, "summarizerModel">>): CompactConversationConfig;
+export { discoverInstructions, collectEnvironment, formatEnvironment, buildToolGuidance, buildSystemContext, createPrepareStep } from "./system-context.mjs";

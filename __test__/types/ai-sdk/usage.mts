@@ -141,3 +141,32 @@ export async function outputs(): Promise<void> {
   const task = createTaskTool({ model, tools: { Bash: bash } });
   console.log(task.description);
 }
+
+// bashkit's system-context helpers: a static system prompt built once, and prepareStep in the loop.
+import { buildSystemContext, createPrepareStep, discoverInstructions, collectEnvironment, formatEnvironment, buildToolGuidance } from "knap/ai-sdk";
+
+export async function systemContext(): Promise<void> {
+  const sandbox = createLocalSandbox({ workingDirectory: "." });
+  const { tools, planModeState } = await createAgentTools(sandbox, { planMode: true });
+  const context = await buildSystemContext(sandbox, {
+    instructions: true,
+    environment: { git: true, custom: { ci: "false" } },
+    toolGuidance: { tools: Object.keys(tools), guidelines: ["Run the tests."] },
+  });
+  const system: string = context.combined;
+  const sources: number = context.meta.instructionSources?.length ?? 0;
+  const found = await discoverInstructions(sandbox, { maxBytes: 16_384 });
+  const text: string | undefined = found?.text;
+  const env = await collectEnvironment(sandbox, { timezone: false });
+  const block: string = formatEnvironment(env, { team: "core" }) + buildToolGuidance({ tools: ["Read"] });
+  const prepareStep = createPrepareStep({
+    compaction: { maxTokens: 200_000, summarizerModel: model },
+    contextStatus: { maxTokens: 200_000, config: { highThreshold: 0.6 } },
+    planModeState,
+    extend: async ({ stepNumber }) => (stepNumber > 3 ? { activeTools: ["Read"] } : {}),
+  });
+  const result = await generateText({ model, tools, system, prompt: "Fix the bug", stopWhen: stepCountIs(20), prepareStep });
+  notAny(result.text, true);
+  notAny(context, true);
+  void [sources, text, block];
+}

@@ -207,6 +207,16 @@ pub const AI_EXEC_MAX_OUTPUT_LENGTH: usize = 10_000_000;
 /// Bash `onProgress` / `sandbox.exec({ onOutput })`: bytes of output waiting for a slow consumer
 /// at most; beyond it chunks are dropped and counted (`skipped`), never waited for.
 pub const AI_PROGRESS_BUFFER_BYTES: usize = 256 * 1024;
+/// `discoverInstructions`: the merged instruction text is cut at this many UTF-16 units
+/// (bashkit's `maxBytes` default, measured as bashkit measures it: `String.length`).
+pub const AI_INSTRUCTIONS_MAX_BYTES: usize = 32_768;
+/// `discoverInstructions`: directories walked up from the start directory at most.
+pub const AI_INSTRUCTIONS_MAX_DEPTH: usize = PATH_MAX_COMPONENTS;
+/// `collectEnvironment`: the `timeout` each of its commands is given (ms).
+pub const AI_ENVIRONMENT_EXEC_TIMEOUT_MS: u64 = 5_000;
+/// `collectEnvironment`: past its timeout plus this grace a command is given up on (a sandbox
+/// that ignores `timeout` cannot hang it); its field is then what a failed command gives.
+pub const AI_ENVIRONMENT_EXEC_GRACE_MS: u64 = 1_000;
 /// Bash `run_in_background`: launching the command may take this long (ms).
 pub const AI_BACKGROUND_START_TIMEOUT_MS: u64 = 10_000;
 /// `read_file` and the AI SDK's Read: a regular file up to this size is read on the calling

@@ -165,6 +165,33 @@ pub mod ai {
   pub fn delete_failed(path: &str, stderr: &str) -> String {
     format!("Failed to delete {path}: {stderr}")
   }
+
+  /// `buildSystemContext`: the heading and tags around the discovered instructions.
+  pub fn project_instructions(text: &str) -> String {
+    format!("# Project Instructions\n<INSTRUCTIONS>\n{text}\n</INSTRUCTIONS>")
+  }
+  /// `discoverInstructions`: between two instruction files.
+  pub const PROJECT_DOC_SEPARATOR: &str = "\n\n--- project-doc ---\n\n";
+  /// `buildToolGuidance`: the headings.
+  pub const TOOL_GUIDANCE_HEADING: &str = "## Available Tools";
+  pub const TOOL_GUIDELINES_HEADING: &str = "## Guidelines";
+  /// `buildToolGuidance`: the one-line hint of each tool bashkit knows.
+  pub const TOOL_HINTS: &[(&str, &str)] = &[
+    ("Bash", "Execute shell commands. Prefer Read/Grep/Glob over bash for file exploration."),
+    ("Read", "Read files or list directories. Use offset/limit for large files."),
+    ("Write", "Create or overwrite files. Read first before overwriting."),
+    ("Edit", "Replace exact strings in files. Prefer over Write for modifications."),
+    (
+      "Patch",
+      "Apply multi-hunk, multi-file edits in apply-patch format. Use for bulk edits, file additions/deletions, and renames.",
+    ),
+    ("Glob", "Find files by pattern. Faster than bash find."),
+    ("Grep", "Search file contents with regex. Faster than bash grep."),
+    ("WebSearch", "Search the web. Use for current information."),
+    ("WebFetch", "Fetch and analyze a URL."),
+    ("Task", "Spawn sub-agents for complex parallel work."),
+    ("TodoWrite", "Track multi-step task progress."),
+  ];
 }
 
 /// The last thing the model reads from a Glob / Grep result that was cut at `shown` entries.

@@ -14,6 +14,7 @@
 mod paths;
 mod rg;
 pub mod sandbox;
+pub mod system_context;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -275,7 +275,7 @@ export interface RunBudget {
   initialTokens?: number;
   outputFloorTokens?: number;
   onExhausted?: "compact" | "stop";
-  /** How `onExhausted: "compact"` compacts; `summarizerModel` is refused for now (`cave_run_option_unsupported:budget.compaction.summarizerModel`). */
+  /** How `onExhausted: "compact"` compacts (the root on this budget, a subagent on its wallet). */
   compaction?: import("./surface.mjs").CompactionOptions;
 }
 

@@ -133,8 +133,22 @@ export {
 } from "./memory.mjs";
 export type * from "./memory.mjs";
 export declare const SUMMARY_SCHEMA_VERSION: 2;
-export interface CompactionOptions { maxCompactions?: number; keepRecentTokens?: number; summaryMaxTokens?: number; minYieldTokens?: number; headroomCalls?: number; pinnedUserTokens?: number; preserveFirstUserMessage?: boolean; summarizerModel?: unknown }
-export type NormalizedCompaction = Readonly<Required<Omit<CompactionOptions, "summarizerModel">> & { summarizerModel?: unknown }>;
+export interface CompactionOptions {
+  maxCompactions?: number;
+  keepRecentTokens?: number;
+  summaryMaxTokens?: number;
+  minYieldTokens?: number;
+  headroomCalls?: number;
+  pinnedUserTokens?: number;
+  preserveFirstUserMessage?: boolean;
+  /** The summarizer's model (`"provider/id"` or a model object), used when its context window holds the history; else the working model. */
+  summarizerModel?: string | import("./pi-types.mjs").Model | object;
+  /** `"new-context"`: roll over to a new context seeded by `newContext` before summarizing. Default `"summarize"`. */
+  mode?: "summarize" | "new-context";
+  /** With `mode: "new-context"`: persist the closing window, resolve to the seed (a user message) of the next context. */
+  newContext?: (input: { readonly messages: readonly object[]; readonly generation: number; readonly agentPath: readonly string[] }) => string | Promise<string>;
+}
+export type NormalizedCompaction = Readonly<Required<Omit<CompactionOptions, "summarizerModel" | "mode" | "newContext">> & Pick<CompactionOptions, "summarizerModel" | "mode" | "newContext">>;
 export declare function normalizeCompaction(options?: CompactionOptions): NormalizedCompaction;
 // knap's summary document (schema_version 2; the reference's schema was not available to match).
 export type ContextAnchorKind = "file" | "identifier" | "command" | "error" | "url" | "fact";

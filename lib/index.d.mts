@@ -66,7 +66,6 @@ export interface ToolDefinition<TInput = any, TResult = unknown> {
 /** The tools, plus knap's `close()`: kills every command still running (daemons included); later calls reject with `cave_shell_tools_closed`. */
 export type ShellToolSet = ToolDefinition<any, string>[] & { close(): Promise<void> };
 export declare function shellTools(options: ShellToolsOptions): ShellToolSet;
-export declare const NATIVE_TOOL: unique symbol;
 
 export interface ToolCallPolicyInput {
   readonly runId: string;

@@ -971,3 +971,15 @@ export declare function createAutoCompaction(config: CompactConversationConfig):
 };
 export declare function createCompactConfig(modelId: string, summarizerModel: LanguageModel, overrides?: Partial<Omit<CompactConversationConfig, "summarizerModel">>): CompactConversationConfig;
 export declare function createCompactConfigFromModels(modelId: string, summarizerModel: LanguageModel, modelsMap: Map<string, { contextLength?: number }>, overrides?: Partial<Omit<CompactConversationConfig, "summarizerModel">>): CompactConversationConfig;
+/** AGENTS.md / CLAUDE.md from the working directory up to the project root, through the sandbox; `null` when none. */
+export declare function discoverInstructions(sandbox: Sandbox, config?: InstructionDiscoveryConfig): Promise<DiscoveredInstructions | null>;
+/** The working directory, shell, platform, date, time zone and git state, probed through the sandbox. */
+export declare function collectEnvironment(sandbox: Sandbox, config?: EnvironmentContextConfig): Promise<EnvironmentContext>;
+/** The `<environment_context>` block. */
+export declare function formatEnvironment(env: EnvironmentContext, custom?: Record<string, string>): string;
+/** `## Available Tools` with bashkit's one-line hints, then `## Guidelines`. */
+export declare function buildToolGuidance(config: ToolGuidanceConfig): string;
+/** The instructions, environment and tool-guidance sections, and all of them `combined`. */
+export declare function buildSystemContext(sandbox: Sandbox, config?: SystemContextConfig): Promise<SystemContext>;
+/** An AI SDK `prepareStep`: compaction, then context-status and plan-mode notes as user messages; never touches `system`. */
+export declare function createPrepareStep(config: PrepareStepConfig): PrepareStepFunction;

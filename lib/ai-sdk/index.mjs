@@ -18,3 +18,4 @@ export { createRedisCacheStore } from "./redis-store.mjs";
 export { isDebugEnabled, getDebugLogs, clearDebugLogs, reinitDebugMode } from "../debug.mjs";
 export { getContextStatus, contextNeedsAttention, contextNeedsCompaction, MODEL_CONTEXT_LIMITS } from "./context-status.mjs";
 export { compactConversation, createAutoCompaction, createCompactConfig, createCompactConfigFromModels, CompactionError } from "./compaction.mjs";
+export { discoverInstructions, collectEnvironment, formatEnvironment, buildToolGuidance, buildSystemContext, createPrepareStep } from "./system-context.mjs";

@@ -102,12 +102,15 @@ impl Level {
     let window = self.agent.model.context_window;
     let model_cap = self.model_cap();
     let fixed = self.transcript.fixed_bytes();
-    let messages = self.transcript.context().to_vec();
-    let pre = size(fixed, &messages);
+    // Every turn of a budgeted run gets here: the size is the transcript's running count (the
+    // budget's own input ceiling, uncapped), and the context is copied only once the trigger holds.
+    let pre = Meter::input_ceiling(self.transcript.context_bytes(), self.transcript.message_count, None);
+    debug_assert_eq!(pre, size(fixed, self.transcript.context()), "the running count is the context's size");
     let next_call = meter.cost_of(capped(pre, window), model_cap, price.as_ref());
     if meter.remaining() >= COMPACTION_TRIGGER_MULTIPLIER * next_call {
       return Ok(());
     }
+    let messages = self.transcript.context().to_vec();
     let options = state.options.clone();
     let plan = compaction::plan(&messages, &options);
     let (evicted, evicted_digests) = compaction::evict(&messages, plan.tail_start);

@@ -537,6 +537,8 @@ export interface BindingRunHooks {
   pump: () => void
   /** `RunOptions.controller`: the kernel delivered queued message `id` into the run. */
   delivered?: (id: number) => void
+  /** `budget.compaction.newContext`: answered with `replyTool(reply, seed)` or `replyError`. */
+  newContext?: (request: { reply: number; messages: object[]; generation: number; agentPath: string[] }) => void
 }
 
 /**

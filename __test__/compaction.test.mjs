@@ -7,7 +7,12 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { MockLanguageModelV3 } from "ai/test";
 import * as bashkit from "bashkit";
-import { run, tool, schema, validateRunReceipt } from "../lib/index.mjs";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { run, tool, schema, subagent, validateRunReceipt, normalizeCompaction, DiskDurableStore } from "../lib/index.mjs";
 import { fauxModel } from "../lib/testing.mjs";
 import { native } from "../lib/native.mjs";
 import * as knapAi from "knap/ai-sdk";
@@ -37,6 +42,7 @@ const WORKING = [
 ];
 const OPTIONS = { maxCompactions: 2, keepRecentTokens: 10, minYieldTokens: 1, summaryMaxTokens: 300 };
 
+const CHILD = fileURLToPath(new URL("./fixtures/compaction-child.mjs", import.meta.url));
 const text = (m) => (typeof m.content === "string" ? m.content : m.content.map((p) => p.text ?? "").join(""));
 const sha256 = (s) => createHash("sha256").update(s).digest("hex");
 
@@ -121,18 +127,153 @@ test('budget.onExhausted "stop" never compacts: every call sees the whole histor
   assert.deepEqual(calls.map((c) => c.messages.length), [1, 3, 5, 7, 9]);
 });
 
-test("compaction options knap does not act on are refused by name; bad values keep the reference's code", async () => {
-  for (const [key, value] of [["summarizerModel", "anthropic/claude-haiku-4-5"], ["mode", "new-context"], ["newContext", async () => "seed"]]) {
-    const { result, calls } = compactingRun([{ text: "never" }], { maxTokens: 30_000, compaction: { [key]: value } });
+test("summarizerModel: the summary goes to that model (from knap's catalog with the run's streamFn), priced for it; the router sees it as the compaction's currentModel", async () => {
+  const routed = [];
+  const modelRouter = (input) => (routed.push({ role: input.role, currentModel: input.currentModel }), { model: input.currentModel, reason: "keep", signals: [] });
+  const { streamFn, calls } = recordingStream([...WORKING, { text: JSON.stringify(SUMMARY) }, { text: "done" }]);
+  const fetchTool = tool({ name: "fetch", description: "fetch a page", input: schema.object({}), effect: "read", allowRepeat: true, execute: () => BIG_OUTPUT });
+  const noteTool = tool({ name: "note", description: "take a note", input: schema.object({}), effect: "read", allowRepeat: true, execute: () => "noted" });
+  const def = hostAgent("compacting", [fetchTool, noteTool]);
+  const budget = { maxTokens: 30_000, compaction: { ...OPTIONS, summarizerModel: "anthropic/claude-sonnet-4-5" } };
+  const r = await run(def, "go", { ensureRuntime: false, model: fauxModel(), streamFn, budget, modelRouter });
+  assert.equal(r.text, "done");
+  assert.deepEqual(r.receipt.compactions.map((c) => c.tier), ["evicted", "summarized"]);
+  assert.deepEqual(calls.map((c) => c.model.id), ["faux-model", "faux-model", "faux-model", "faux-model", "claude-sonnet-4-5", "faux-model"].map((id) => (id === "faux-model" ? fauxModel().id : id)));
+  assert.equal(calls[4].maxTokens, 300);
+  const summaryCall = r.receipt.calls[4];
+  assert.equal(summaryCall.model, "claude-sonnet-4-5");
+  assert.equal(summaryCall.unpriced, false, "priced from the catalog entry of the summarizer");
+  assert.ok(summaryCall.estimatedUsd > 0);
+  assert.equal(r.receipt.calls[5].unpriced, true, "the working model stays the run's own");
+  assert.deepEqual(routed.filter((x) => x.role === "compaction"), [{ role: "compaction", currentModel: "anthropic/claude-sonnet-4-5" }]);
+  assert.equal(routed.filter((x) => x.role === "working").length, 5);
+  assert.doesNotThrow(() => validateRunReceipt(r.receipt));
+
+  // A model object works as well; an unknown "provider/id" fails the run before any call.
+  const own = { ...fauxModel(), id: "summarizer-1", name: "summarizer" };
+  const second = recordingStream([...WORKING, { text: JSON.stringify(SUMMARY) }, { text: "done" }]);
+  const r2 = await run(def, "go", { ensureRuntime: false, model: fauxModel(), streamFn: second.streamFn, budget: { ...budget, compaction: { ...OPTIONS, summarizerModel: own } } });
+  assert.deepEqual(r2.receipt.compactions.map((c) => c.tier), ["evicted", "summarized"]);
+  assert.equal(second.calls[4].model, own);
+  const third = recordingStream([{ text: "never" }]);
+  await assert.rejects(run(def, "go", { ensureRuntime: false, model: fauxModel(), streamFn: third.streamFn, budget: { maxTokens: 30_000, compaction: { summarizerModel: "anthropic/no-such-model" } } }), /unknown model "anthropic\/no-such-model"/);
+  assert.equal(third.calls.length, 0);
+});
+
+test('mode "new-context": the newContext callback persists the window and seeds the next context; no provider call', async () => {
+  const saved = [];
+  const newContext = async ({ messages, generation, agentPath }) => {
+    saved.push({ generation, agentPath, roles: messages.map((m) => m.role), bytes: JSON.stringify(messages).length });
+    return `Context ${generation} was saved (${messages.length} messages). Take the next note.`;
+  };
+  const { result, calls } = compactingRun([...WORKING.slice(0, 2), { text: "done" }], { maxTokens: 30_000, compaction: { mode: "new-context", newContext, keepRecentTokens: 10, minYieldTokens: 1 } });
+  const r = await result;
+  assert.equal(r.text, "done");
+  assert.deepEqual(r.receipt.compactions.map((c) => [c.tier, c.meteredCost, c.pinnedSegmentIds]), [["new-context", 0, ["runtime.user_intent.0"]]]);
+  assert.equal(r.receipt.compactions[0].summarySchemaVersion, undefined);
+  assert.equal(r.receipt.calls.length, 3, "the rollover calls no model");
+  // After the first turn the budget cannot afford four calls of a 30,000-byte context, and there
+  // is nothing older than that turn to evict: the window rolls over at once.
+  assert.deepEqual(saved.map((s) => [s.generation, s.agentPath, s.roles]), [[1, [], ["user", "assistant", "toolResult"]]]);
+  assert.ok(saved[0].bytes > 30_000, "the window it saved holds the whole fetch output");
+  assert.equal(text(calls[0].messages[0]), "go");
+  const seen = calls[1].messages;
+  assert.deepEqual(seen.map((m) => m.role), ["user", "user"]);
+  assert.equal(text(seen[0]), "go");
+  assert.equal(text(seen[1]), "Context 1 was saved (3 messages). Take the next note.");
+  assert.deepEqual(calls[2].messages.map((m) => m.role), ["user", "user", "assistant", "toolResult"], "later turns join the new context");
+  assert.doesNotThrow(() => validateRunReceipt(r.receipt));
+
+  // A seed that is not a string fails the run with a code naming it.
+  const bad = compactingRun([...WORKING.slice(0, 2), { text: "never" }], { maxTokens: 30_000, compaction: { mode: "new-context", newContext: async () => 42, keepRecentTokens: 10, minYieldTokens: 1 } });
+  await assert.rejects(bad.result, (e) => {
+    assert.equal(e.code, "cave_agent_run_failed");
+    assert.match(e.message, /^cave_agent_run_failed: cave_compaction_new_context_invalid: newContext must resolve to the seed of the new context \(a string\), got number/);
+    return true;
+  });
+  assert.equal(bad.calls.length, 1, "no call after the failed rollover");
+});
+
+test("compaction options are checked by name before any call; the reference's code for bad values", async () => {
+  for (const [compaction, pattern] of [
+    [{ mode: "new-context" }, /^cave_compaction_option_invalid:newContext: mode "new-context" needs a newContext\(\{messages, generation\}\) callback/],
+    [{ newContext: async () => "seed" }, /^cave_compaction_option_invalid:mode: newContext is called only with mode "new-context"/],
+    [{ mode: "rollover", newContext: async () => "seed" }, /^cave_compaction_option_invalid:mode: must be "summarize" or "new-context"/],
+    [{ mode: "new-context", newContext: "seed" }, /^cave_compaction_option_invalid:newContext: must be a function/],
+    [{ summarizerModel: 42 }, /^cave_compaction_option_invalid:summarizerModel: must be a "provider\/id" string or a model object/],
+    [{ keepRecentTokens: 0 }, /^cave_compaction_option_invalid:keepRecentTokens: must be a positive integer/],
+  ]) {
+    const { result, calls } = compactingRun([{ text: "never" }], { maxTokens: 30_000, compaction });
     await assert.rejects(result, (e) => {
-      assert.equal(e.code, "cave_run_option_unsupported");
-      assert.ok(e.message.startsWith(`cave_run_option_unsupported:budget.compaction.${key}:`), e.message);
+      assert.equal(e.code, "cave_compaction_option_invalid", e.message);
+      assert.match(e.message, pattern);
       return true;
     });
-    assert.equal(calls.length, 0, `${key}: refused before any provider call`);
+    assert.equal(calls.length, 0, `${JSON.stringify(compaction)}: refused before any provider call`);
   }
-  const { result } = compactingRun([{ text: "never" }], { maxTokens: 30_000, compaction: { keepRecentTokens: 0 } });
-  await assert.rejects(result, (e) => e.code === "cave_compaction_option_invalid" && e.message.includes("keepRecentTokens"));
+  const normalized = normalizeCompaction({ mode: "new-context", newContext: async () => "s", summarizerModel: "anthropic/claude-haiku-4-5" });
+  assert.equal(normalized.mode, "new-context");
+  assert.equal(typeof normalized.newContext, "function");
+  assert.equal(normalized.summarizerModel, "anthropic/claude-haiku-4-5");
+  assert.throws(() => normalizeCompaction({ mode: "new-context" }), { code: "cave_compaction_option_invalid" });
+});
+
+test("a subagent compacts on the wallet carved from the root budget", async () => {
+  const fetchTool = tool({ name: "fetch", description: "fetch a page", input: schema.object({}), effect: "read", allowRepeat: true, execute: () => BIG_OUTPUT });
+  const noteTool = tool({ name: "note", description: "take a note", input: schema.object({}), effect: "read", allowRepeat: true, execute: () => "noted" });
+  const child = hostAgent("researcher", [fetchTool, noteTool]);
+  const researcher = subagent({ name: "research", description: "research a topic", agent: child, maxTokens: 30_000 });
+  const { streamFn, calls } = recordingStream([{ toolCalls: [{ name: "research", args: { task: "look it up" } }] }, ...WORKING.slice(0, 2), { text: "found it" }, { text: "parent done" }]);
+  const r = await run(hostAgent("lead", [researcher]), "go", { ensureRuntime: false, model: fauxModel(), streamFn, budget: { maxTokens: 200_000, compaction: { keepRecentTokens: 10 } } });
+  assert.equal(r.text, "parent done");
+  assert.deepEqual(r.receipt.compactions, [], "the root had room");
+  const sub = r.receipt.subagents[0];
+  assert.deepEqual(sub.compactions.map((c) => [c.tier, c.workingCallsAfter]), [["evicted", 1]]);
+  assert.match(text(calls[3].messages[2]), /^\[cave: output of fetch \(call scripted-\d+-0\) elided by compaction: 30000 bytes, sha256:[0-9a-f]{64}\]$/);
+  assert.doesNotThrow(() => validateRunReceipt(r.receipt));
+});
+
+test("durable: a process killed after a compaction resumes from the compacted context without paying for the summary again", async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "knap-compaction-crash-"));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const budget = { maxTokens: 30_000, compaction: OPTIONS };
+  const turns = [...WORKING, { text: JSON.stringify(SUMMARY) }, { text: "never: the process dies here" }];
+  const child = spawn(process.execPath, [CHILD, dir, "compact-1", JSON.stringify(turns), JSON.stringify(budget)], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  await new Promise((resolve, reject) => {
+    child.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("crash\n")) resolve();
+    });
+    child.on("exit", () => reject(new Error(`the child exited before the crash point: ${out}`)));
+  });
+  child.kill("SIGKILL");
+  await new Promise((resolve) => child.once("close", resolve));
+  const store = new DiskDurableStore(dir);
+  const journal = fs.readFileSync(path.join(store.runDir("compact-1"), "journal.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  const kinds = journal.map((e) => (e.kind ? `${e.type}:${e.kind}` : e.type));
+  // Each compaction leaves a snapshot of the new context: the eviction right after its turn, the
+  // summary right after the summarizer's settlement, both durable before the next call.
+  const first = kinds.indexOf("snapshot");
+  const at = kinds.lastIndexOf("snapshot");
+  assert.deepEqual(kinds.slice(first - 1, first + 2), ["turn", "snapshot", "call_started:model"]);
+  assert.deepEqual(kinds.slice(at - 2, at + 2), ["call_started:compaction", "call_settled:compaction", "snapshot", "call_started:model"]);
+  assert.equal(kinds.filter((k) => k === "snapshot").length, 2);
+  assert.equal(kinds.at(-1), "call_started:model", "killed inside the call after the compaction");
+
+  const fetchTool = tool({ name: "fetch", description: "fetch a page", input: schema.object({}), effect: "read", allowRepeat: true, execute: () => BIG_OUTPUT });
+  const noteTool = tool({ name: "note", description: "take a note", input: schema.object({}), effect: "read", allowRepeat: true, execute: () => "noted" });
+  const { streamFn, calls } = recordingStream([{ text: "done" }]);
+  const r = await run(hostAgent("compacting", [fetchTool, noteTool]), "go", { ensureRuntime: false, model: fauxModel(), streamFn, budget, durable: { runId: "compact-1", store } });
+  assert.equal(r.text, "done");
+  assert.equal(r.resumed, true);
+  assert.equal(calls.length, 1, "no second summarizer call");
+  assert.deepEqual(calls[0].messages.map((m) => m.role), ["user", "user", "assistant", "toolResult"]);
+  assert.ok(text(calls[0].messages[1]).startsWith("<cave-context-summary>\n"));
+  assert.deepEqual(r.receipt.compactions, [], "this attempt compacted nothing");
+  assert.equal(r.receipt.resume.priorCalls, 5, "four working calls and the summarizer, settled before the crash");
+  assert.equal(r.receipt.spent, 6 * 110, "the summarizer's spend is counted once");
+  assert.doesNotThrow(() => validateRunReceipt(r.receipt));
 });
 
 // ---- knap/ai-sdk against bashkit 0.7.1 ----

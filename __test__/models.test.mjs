@@ -201,6 +201,22 @@ test("without pi-ai: catalog lookups fail with an npm install hint; model object
   await assert.rejects(resolveModel("anthropic/claude-haiku-4-5", {}, { importPiAi: broken }), /boom/);
 });
 
+test('with RunOptions.streamFn, "provider/id" and auto() resolve from knap\'s catalog without pi-ai: the same Pi Model, prices and context window', async () => {
+  const internals = { env: { ANTHROPIC_API_KEY: "a" }, importPiAi: missingPiAi };
+  const streamFn = scriptedStream([{ text: "x" }]);
+  const model = await resolveModel("anthropic/claude-haiku-4-5", { streamFn }, internals);
+  assert.deepEqual(model, getModel("anthropic", "claude-haiku-4-5"), "what pi-ai's catalog would have given");
+  assert.ok(model.contextWindow > 0 && model.cost.input > 0);
+  const call = await resolveModelCall("openai/gpt-5.4-mini", { streamFn }, internals);
+  assert.equal(call.model.id, "gpt-5.4-mini");
+  assert.equal(call.streamFn, streamFn);
+  const viaAuto = await resolveModel(auto(), { rootDir: emptyRoot, streamFn }, internals);
+  assert.equal(`${viaAuto.provider}/${viaAuto.id}`, "anthropic/claude-haiku-4-5");
+  await assert.rejects(resolveModel("anthropic/no-such-model", { streamFn }, internals), /unknown model "anthropic\/no-such-model"/);
+  // Without a transport of its own the lookup is pi-ai's (which is missing here).
+  await assert.rejects(resolveModel("anthropic/claude-haiku-4-5", {}, internals), /npm install @mariozechner\/pi-ai/);
+});
+
 test("invalid model values are refused", async () => {
   await assert.rejects(resolveModel(42, {}), /model must be auto\(\), a "provider\/id" string or a Pi Model object/);
   await assert.rejects(resolveModel({ id: "x" }, {}), /model must be auto\(\)/);

@@ -9,13 +9,30 @@ import { unsupported } from "./unsupported.mjs";
 export const SUMMARY_SCHEMA_VERSION = 2;
 
 
+/**
+ * `summarizerModel` and `newContext` stay JS values (a model object, a callback); the core checks
+ * everything else and is told a callback is there. Returns `{ core, summarizerModel, newContext }`.
+ */
+export function splitCompactionOptions(options) {
+  if (options === null || typeof options !== "object") throw codedError("cave_compaction_option_invalid", "cave_compaction_option_invalid: budget.compaction must be an object");
+  const { summarizerModel, newContext, ...core } = options;
+  if (summarizerModel != null && typeof summarizerModel !== "string" && typeof summarizerModel !== "object") {
+    throw codedError("cave_compaction_option_invalid", `cave_compaction_option_invalid:summarizerModel: must be a "provider/id" string or a model object, got ${typeof summarizerModel}`);
+  }
+  if (newContext != null && typeof newContext !== "function") {
+    throw codedError("cave_compaction_option_invalid", `cave_compaction_option_invalid:newContext: must be a function ({messages, generation}) => seed string, got ${typeof newContext}`);
+  }
+  if (newContext != null) core.newContext = true;
+  return { core, summarizerModel: summarizerModel ?? undefined, newContext: newContext ?? undefined };
+}
+
 /** The compaction options with their defaults; a bad value is `cave_compaction_option_invalid:<key>`. */
 export function normalizeCompaction(options = {}) {
-  if (options === null || typeof options !== "object") throw codedError("cave_compaction_option_invalid");
-  // summarizerModel is a model object or "provider/id": carried, not normalized.
-  const { summarizerModel, ...rest } = options;
-  const out = JSON.parse(call(() => native.compactionNormalize(JSON.stringify(rest))));
+  const { core, summarizerModel, newContext } = splitCompactionOptions(options);
+  // summarizerModel (a model object or "provider/id") and newContext are carried, not normalized.
+  const out = JSON.parse(call(() => native.compactionNormalize(JSON.stringify(core))));
   if (summarizerModel !== undefined) out.summarizerModel = summarizerModel;
+  if (newContext !== undefined) out.newContext = newContext;
   return Object.freeze(out);
 }
 
@@ -39,7 +56,8 @@ const json = (v) => (v === undefined || v === null ? undefined : typeof v === "s
 
 /** The messages a summary of `messages` would replace: `{id, role, sha256}` each. */
 export function contextSummarySources(messages, options) {
-  return JSON.parse(call(() => native.compactionSources(JSON.stringify(messages), json(options))));
+  const core = options == null ? undefined : JSON.stringify(splitCompactionOptions(options).core);
+  return JSON.parse(call(() => native.compactionSources(JSON.stringify(messages), core)));
 }
 
 /** The summary in the latest `<cave-context-summary>` user message, or `undefined`. */

@@ -66,7 +66,6 @@ export interface ToolDefinition<TInput = any, TResult = unknown> {
 /** The tools, plus knap's `close()`: kills every command still running (daemons included); later calls reject with `cave_shell_tools_closed`. */
 export type ShellToolSet = ToolDefinition<any, string>[] & { close(): Promise<void> };
 export declare function shellTools(options: ShellToolsOptions): ShellToolSet;
-export declare const NATIVE_TOOL: unique symbol;
 
 export interface ToolCallPolicyInput {
   readonly runId: string;
@@ -275,7 +274,7 @@ export interface RunBudget {
   initialTokens?: number;
   outputFloorTokens?: number;
   onExhausted?: "compact" | "stop";
-  /** How `onExhausted: "compact"` compacts; `summarizerModel` is refused for now (`cave_run_option_unsupported:budget.compaction.summarizerModel`). */
+  /** How `onExhausted: "compact"` compacts (the root on this budget, a subagent on its wallet). */
   compaction?: import("./surface.mjs").CompactionOptions;
 }
 

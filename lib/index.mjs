@@ -1,5 +1,5 @@
 // knap: the public JS surface of @caveman-ai/agent, over a Rust engine.
-export { TOOL_POLICY_TIMEOUT_MS, NATIVE_TOOL, shellTools, decideToolCall } from "./shell-tools.mjs";
+export { TOOL_POLICY_TIMEOUT_MS, shellTools, decideToolCall } from "./shell-tools.mjs";
 export { localExecutionBackend, httpExecutionBackend } from "./backends.mjs";
 export {
   agent,

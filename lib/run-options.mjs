@@ -2,6 +2,7 @@
 // with a code naming them, never accepted and ignored.
 import { codedError } from "./native.mjs";
 import { BudgetController } from "./budget-controller.mjs";
+import { splitCompactionOptions } from "./compaction.mjs";
 
 const range = (name, value, max, code) => {
   if (value !== undefined && !(Number.isSafeInteger(value) && value >= 1 && value <= max)) {
@@ -53,10 +54,7 @@ export function refuseUnactedOptions(definition, options) {
     throw codedError("cave_budget_on_exhausted_invalid", `cave_budget_on_exhausted_invalid: onBudgetExhausted must be "stop" or a function (ctx) => "stop" | {release, reason}, got ${JSON.stringify(onExhausted) ?? typeof onExhausted}`);
   }
   const compaction = options.budget?.compaction;
-  if (compaction && typeof compaction === "object") {
-    // The summarizer is the run's working model; the reference's rollover variant was not read.
-    for (const key of ["summarizerModel", "mode", "newContext"]) {
-      if (compaction[key] !== undefined) throw unsupported(`budget.compaction.${key}`, "knap's kernel summarizes with the run's own model and has no new-context rollover");
-    }
-  }
+  // summarizerModel and newContext are JS values: their types are checked here, the rest (and
+  // mode's pairing with newContext) by the core when the run starts.
+  if (compaction && typeof compaction === "object") splitCompactionOptions(compaction);
 }

@@ -12,6 +12,7 @@ import { callModel } from "./transport.mjs";
 import { storeRef, jsStoreHook } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
 import { refuseUnactedOptions } from "./run-options.mjs";
+import { splitCompactionOptions } from "./compaction.mjs";
 import { BUDGET_CONTROLLER_BIND } from "./budget-controller.mjs";
 import { bindController } from "./run-controller.mjs";
 import { printRunReceipt } from "./receipt.mjs";
@@ -132,17 +133,37 @@ async function buildGraph(definition, options, rootDir, registry, isRoot, sandbo
   }
   return {
     ...promptSpec(definition, rootDir),
-    model: {
-      key: modelKey,
-      provider: String(modelCall.model?.provider ?? "unknown"),
-      id: String(modelCall.model?.id ?? "unknown"),
-      contextWindow: Number.isFinite(modelCall.model?.contextWindow) ? modelCall.model.contextWindow : undefined,
-      maxTokens: Number.isFinite(modelCall.model?.maxTokens) ? modelCall.model.maxTokens : undefined,
-    },
+    model: modelRef(modelCall, modelKey),
     sandbox,
     reasoning: definition.reasoning,
     tools,
   };
+}
+
+/** A resolved model as the kernel sees it: the handle held here, and what the catalog needs. */
+function modelRef(modelCall, key) {
+  return {
+    key,
+    provider: String(modelCall.model?.provider ?? "unknown"),
+    id: String(modelCall.model?.id ?? "unknown"),
+    contextWindow: Number.isFinite(modelCall.model?.contextWindow) ? modelCall.model.contextWindow : undefined,
+    maxTokens: Number.isFinite(modelCall.model?.maxTokens) ? modelCall.model.maxTokens : undefined,
+  };
+}
+
+/**
+ * `RunOptions.budget` for the kernel: `compaction.summarizerModel` resolved like a pinned model of
+ * the run (a handle held here) and `newContext` replaced by the fact that it is there.
+ */
+async function budgetSpec(budget, options, registry) {
+  const compaction = budget?.compaction;
+  if (!compaction || typeof compaction !== "object") return budget;
+  const { core, summarizerModel } = splitCompactionOptions(compaction);
+  if (summarizerModel !== undefined) {
+    const call = await resolveModelCall(summarizerModel, { ...options, model: undefined });
+    core.summarizerModel = modelRef(call, registry.models.push(call) - 1);
+  }
+  return { ...budget, compaction: core };
 }
 
 /** A tool as the kernel sees it. */
@@ -431,6 +452,23 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
 
   const policy = options.toolPolicy;
   const router = options.modelRouter;
+  const newContext = options.budget?.compaction?.newContext;
+  /** `budget.compaction.newContext`: the seed of the new context, a string; a throw fails the run. */
+  const askNewContext = (req) => {
+    Promise.resolve()
+      .then(() => newContext(Object.freeze({ messages: req.messages, generation: req.generation, agentPath: Object.freeze(req.agentPath) })))
+      .then((seed) => {
+        if (typeof seed !== "string") {
+          const got = seed === null ? "null" : Array.isArray(seed) ? "an array" : typeof seed;
+          throw codedError("cave_compaction_new_context_invalid", `cave_compaction_new_context_invalid: newContext must resolve to the seed of the new context (a string), got ${got}`);
+        }
+        return seed;
+      })
+      .then(
+        (seed) => settle(nativeRun.replyTool(req.reply, seed)),
+        (error) => settle(nativeRun.replyError(req.reply, hostError(error))),
+      );
+  };
   return {
     hooks: {
       model(req) {
@@ -467,6 +505,7 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
       // The router goes through the policy's call path: a frozen input, a sync answer judged at
       // once, a thenable kept referenced until it settles; a throw fails the run.
       route: typeof router === "function" ? (input) => askPolicy(router, deepFreeze(input)) : undefined,
+      newContext: typeof newContext === "function" ? askNewContext : undefined,
       events(batch) {
         for (const event of batch) {
           if (event.type === "run_end" || event.type === "run_error") releaseLoop();
@@ -557,6 +596,7 @@ async function* runEvents(definition, content, options, quiet, input) {
   let graph;
   try {
     graph = await buildGraph(definition, options, prep.rootDir, registry, true, prep.sandbox);
+    runSpec.budget = await budgetSpec(options.budget, options, registry);
     const input = registry.models[graph.model.key].model?.input;
     if (Array.isArray(input)) runSpec.modelInput = input.map(String);
     if (prep.memoryRun) {

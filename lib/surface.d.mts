@@ -114,16 +114,16 @@ export declare const compileProfiled: Unsupported, compileProfiledNativePi: Unsu
   contextIRToWire: Unsupported, contextIRFromWire: Unsupported, opaquePayload: Unsupported, createConnect: Unsupported,
   connectEnvironment: Unsupported, executeConnectTool: Unsupported, resolveConnectBinary: Unsupported,
   compareConnectEfficiency: Unsupported, loadAgentDir: Unsupported, composeAgentDir: Unsupported, egressAllowed: Unsupported,
-  resolveEgressPolicy: Unsupported, runClaudeAgent: Unsupported;
-export declare const PROFILED_COMPILER_SHA256: string | undefined, PROFILED_COMPILER_VERSION: string | undefined,
-  WORKLOAD_PROFILE_SCHEMA_VERSION: number | undefined, TRAJECTORY_IR_SCHEMA_VERSION: number | undefined,
-  MODEL_BOUNDARY_MAX_CONTEXT_STRING_LENGTH: number | undefined, MODEL_BOUNDARY_MAX_ID_LENGTH: number | undefined,
-  MODEL_BOUNDARY_MAX_MIDDLEWARE: number | undefined;
+  resolveEgressPolicy: Unsupported;
+/** Values of the compiler and the gateway's model boundary: any use of one throws `cave_<area>_unsupported`. */
+export declare const PROFILED_COMPILER_SHA256: string, PROFILED_COMPILER_VERSION: string,
+  WORKLOAD_PROFILE_SCHEMA_VERSION: number, TRAJECTORY_IR_SCHEMA_VERSION: number,
+  MODEL_BOUNDARY_MAX_CONTEXT_STRING_LENGTH: number, MODEL_BOUNDARY_MAX_ID_LENGTH: number,
+  MODEL_BOUNDARY_MAX_MIDDLEWARE: number;
 export declare const TARGET_CAPABILITY_LATTICE: readonly string[];
 export declare const AGENT_DIR_ENTRY: string;
 export declare class ConnectRuntime { constructor(...args: unknown[]) }
-export declare class HttpDurableStore { constructor(...args: unknown[]) }
-export declare class ObjectDurableStore { constructor(...args: unknown[]) }
+export declare class HttpDurableStore { constructor(options: import("./reference-types.mjs").HttpDurableStoreOptions) }
 export { PROGRAMMATIC_TOOL_NAME, programmaticToolInstructions, createProgrammaticToolRuntime } from "./programmatic-tools.mjs";
 export declare class ProgrammaticSpeculationScope { constructor(...args: unknown[]) }
 export declare const createProgrammaticToolErrorWrapper: Unsupported, programmaticToolMetadata: Unsupported;
@@ -131,10 +131,40 @@ export {
   MemoryEngine, createMemoryEngine, createFileMemoryAdapter, createInMemoryMemoryStorage, createSparseEmbeddingAdapter,
   openAICompatibleMemoryEmbedding, completionMemorySidecar, createMemoryWorkflow, emptyMemoryState, cosine, packVector, SqlMemoryStorage,
 } from "./memory.mjs";
-export type * from "./memory.mjs";
+export type {
+  CreateMemoryEngineOptions, OpenAICompatibleMemoryEmbeddingOptions, CompletionMemorySidecarOptions, MemoryAmbientOptions, MemoryDraft,
+  MemoryEdge, MemoryEmbeddingAdapter, MemoryHit, MemoryKind, MemoryRecall, MemoryRecord, MemoryRelation, MemoryRememberInput,
+  MemoryRuntimeConfig, MemoryScope, MemorySearchOptions, MemorySessionHit, MemorySidecarAdapter, MemorySource, MemoryState,
+  MemoryStorageAdapter, MemoryTurn, MemoryTurnInput, MemoryVector,
+} from "./memory.mjs";
+export type {
+  ProgrammaticToolRuntime, ProgrammaticToolStats, ProgrammaticToolInstructionOptions, ProgrammaticSpeculationActivation,
+  ProgrammaticSpeculationDispatch, ProgrammaticSpeculationLaunch,
+} from "./programmatic-tools.mjs";
+export type * from "./reference-types.mjs";
+import type { ModelUsage, CompleteModelUsage, ModelUsageAccountingStatus } from "./reference-types.mjs";
+/** Checks and freezes one call's usage record (`cave_model_usage_invalid:<field>`). */
+export declare function defineModelUsage(value: ModelUsage): Readonly<ModelUsage>;
+export declare function modelUsageAccountingStatus(usage: ModelUsage | undefined): ModelUsageAccountingStatus;
+/** Throws `cave_model_usage_incomplete` unless input and output tokens are reported. */
+export declare function requireCompleteModelUsage(usage: ModelUsage | undefined): Readonly<CompleteModelUsage>;
 export declare const SUMMARY_SCHEMA_VERSION: 2;
-export interface CompactionOptions { maxCompactions?: number; keepRecentTokens?: number; summaryMaxTokens?: number; minYieldTokens?: number; headroomCalls?: number; pinnedUserTokens?: number; preserveFirstUserMessage?: boolean; summarizerModel?: unknown }
-export type NormalizedCompaction = Readonly<Required<Omit<CompactionOptions, "summarizerModel">> & { summarizerModel?: unknown }>;
+export interface CompactionOptions {
+  maxCompactions?: number;
+  keepRecentTokens?: number;
+  summaryMaxTokens?: number;
+  minYieldTokens?: number;
+  headroomCalls?: number;
+  pinnedUserTokens?: number;
+  preserveFirstUserMessage?: boolean;
+  /** The summarizer's model (`"provider/id"` or a model object), used when its context window holds the history; else the working model. */
+  summarizerModel?: string | import("./pi-types.mjs").Model | object;
+  /** `"new-context"`: roll over to a new context seeded by `newContext` before summarizing. Default `"summarize"`. */
+  mode?: "summarize" | "new-context";
+  /** With `mode: "new-context"`: persist the closing window, resolve to the seed (a user message) of the next context. */
+  newContext?: (input: { readonly messages: readonly object[]; readonly generation: number; readonly agentPath: readonly string[] }) => string | Promise<string>;
+}
+export type NormalizedCompaction = Readonly<Required<Omit<CompactionOptions, "summarizerModel" | "mode" | "newContext">> & Pick<CompactionOptions, "summarizerModel" | "mode" | "newContext">>;
 export declare function normalizeCompaction(options?: CompactionOptions): NormalizedCompaction;
 // knap's summary document (schema_version 2; the reference's schema was not available to match).
 export type ContextAnchorKind = "file" | "identifier" | "command" | "error" | "url" | "fact";

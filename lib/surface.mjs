@@ -26,7 +26,57 @@ export {
   verifySandboxConformance,
   runLocked,
 } from "./definition-extras.mjs";
-export * from "./unsupported.mjs";
+// The reference's root names that throw (`/claude`'s runClaudeAgent and `/durable`'s
+// ObjectDurableStore are exported from those subpaths, not from the root).
+export {
+  compileProfiled,
+  compileProfiledNativePi,
+  executeCompiledPipeline,
+  assertProfiledBuildTarget,
+  capabilityManifestFor,
+  nativePiCompilerTarget,
+  planNativePiCandidates,
+  createWorkloadProfile,
+  createCompilerWorkloadProfile,
+  parseWorkloadProfile,
+  workloadSplitSHA256,
+  normalizeTrajectory,
+  parseNormalizedTrajectory,
+  PROFILED_COMPILER_SHA256,
+  PROFILED_COMPILER_VERSION,
+  TARGET_CAPABILITY_LATTICE,
+  WORKLOAD_PROFILE_SCHEMA_VERSION,
+  TRAJECTORY_IR_SCHEMA_VERSION,
+  routine,
+  routineOutcomes,
+  createModelBoundary,
+  captureModelBoundary,
+  MODEL_BOUNDARY_MAX_CONTEXT_STRING_LENGTH,
+  MODEL_BOUNDARY_MAX_ID_LENGTH,
+  MODEL_BOUNDARY_MAX_MIDDLEWARE,
+  lowerContext,
+  appendRuntimeContextSegment,
+  contextBill,
+  contextIRToWire,
+  contextIRFromWire,
+  opaquePayload,
+  ConnectRuntime,
+  createConnect,
+  connectEnvironment,
+  executeConnectTool,
+  resolveConnectBinary,
+  compareConnectEfficiency,
+  loadAgentDir,
+  composeAgentDir,
+  AGENT_DIR_ENTRY,
+  egressAllowed,
+  resolveEgressPolicy,
+  HttpDurableStore,
+  ProgrammaticSpeculationScope,
+  createProgrammaticToolErrorWrapper,
+  programmaticToolMetadata,
+} from "./unsupported.mjs";
+export { defineModelUsage, modelUsageAccountingStatus, requireCompleteModelUsage } from "./model-usage.mjs";
 export { PROGRAMMATIC_TOOL_NAME, programmaticToolInstructions, createProgrammaticToolRuntime } from "./programmatic-tools.mjs";
 export {
   MemoryEngine,
@@ -42,4 +92,16 @@ export {
   packVector,
   SqlMemoryStorage,
 } from "./memory.mjs";
-export * from "./compaction.mjs";
+export {
+  SUMMARY_SCHEMA_VERSION,
+  normalizeCompaction,
+  contextSummarySources,
+  latestContextSummary,
+  parseContextSummary,
+  renderSummary,
+  summarizationInstruction,
+  validateContextSummaryTransition,
+  evaluateContextSummary,
+  evaluateContextSummaryStability,
+  runContextCompactionHarness,
+} from "./compaction.mjs";

@@ -23,6 +23,27 @@ export function unsupportedClass(area, name, missing) {
   return C;
 }
 
+/**
+ * A constant whose value belongs to a part knap does not have: any use of it (a property, a
+ * conversion to a string or number, a comparison) throws the code naming what is missing.
+ */
+export function unsupportedValue(area, name, missing) {
+  const code = `cave_${area}_unsupported`;
+  const fail = () => {
+    throw codedError(code, `${code}: ${name} needs ${missing}, which knap does not have`);
+  };
+  return new Proxy(Object.freeze(Object.create(null)), {
+    // `then` is read by `await` and Promise resolution: not a thenable, so awaiting it is no use.
+    get: (_, key) => (key === "then" ? undefined : fail()),
+    has: fail,
+    ownKeys: fail,
+    getOwnPropertyDescriptor: fail,
+    set: fail,
+    defineProperty: fail,
+    deleteProperty: fail,
+  });
+}
+
 const COMPILER = "the Cave Build compiler";
 const ENGINE = "the Caveman compression engine";
 
@@ -40,11 +61,11 @@ export const parseWorkloadProfile = unsupported("profile", "parseWorkloadProfile
 export const workloadSplitSHA256 = unsupported("profile", "workloadSplitSHA256", "the Cave Build workload profiler");
 export const normalizeTrajectory = unsupported("trajectory", "normalizeTrajectory", "the Cave Build trajectory IR");
 export const parseNormalizedTrajectory = unsupported("trajectory", "parseNormalizedTrajectory", "the Cave Build trajectory IR");
-export const PROFILED_COMPILER_SHA256 = undefined;
-export const PROFILED_COMPILER_VERSION = undefined;
-export const TARGET_CAPABILITY_LATTICE = Object.freeze([]);
-export const WORKLOAD_PROFILE_SCHEMA_VERSION = undefined;
-export const TRAJECTORY_IR_SCHEMA_VERSION = undefined;
+export const PROFILED_COMPILER_SHA256 = unsupportedValue("compiler", "PROFILED_COMPILER_SHA256", COMPILER);
+export const PROFILED_COMPILER_VERSION = unsupportedValue("compiler", "PROFILED_COMPILER_VERSION", COMPILER);
+export const TARGET_CAPABILITY_LATTICE = unsupportedValue("compiler", "TARGET_CAPABILITY_LATTICE", COMPILER);
+export const WORKLOAD_PROFILE_SCHEMA_VERSION = unsupportedValue("profile", "WORKLOAD_PROFILE_SCHEMA_VERSION", "the Cave Build workload profiler");
+export const TRAJECTORY_IR_SCHEMA_VERSION = unsupportedValue("trajectory", "TRAJECTORY_IR_SCHEMA_VERSION", "the Cave Build trajectory IR");
 
 // Routines (guarded tool substitution compiled by the build lane).
 export const routine = unsupported("routine", "routine", COMPILER);
@@ -53,9 +74,9 @@ export const routineOutcomes = unsupported("routine", "routineOutcomes", COMPILE
 // Model boundary middleware (gateway-side call capture).
 export const createModelBoundary = unsupported("model_boundary", "createModelBoundary", "the Caveman gateway's model boundary");
 export const captureModelBoundary = unsupported("model_boundary", "captureModelBoundary", "the Caveman gateway's model boundary");
-export const MODEL_BOUNDARY_MAX_CONTEXT_STRING_LENGTH = undefined;
-export const MODEL_BOUNDARY_MAX_ID_LENGTH = undefined;
-export const MODEL_BOUNDARY_MAX_MIDDLEWARE = undefined;
+export const MODEL_BOUNDARY_MAX_CONTEXT_STRING_LENGTH = unsupportedValue("model_boundary", "MODEL_BOUNDARY_MAX_CONTEXT_STRING_LENGTH", "the Caveman gateway's model boundary");
+export const MODEL_BOUNDARY_MAX_ID_LENGTH = unsupportedValue("model_boundary", "MODEL_BOUNDARY_MAX_ID_LENGTH", "the Caveman gateway's model boundary");
+export const MODEL_BOUNDARY_MAX_MIDDLEWARE = unsupportedValue("model_boundary", "MODEL_BOUNDARY_MAX_MIDDLEWARE", "the Caveman gateway's model boundary");
 
 // Context IR lowering (the engine's context representation).
 export const lowerContext = unsupported("context_ir", "lowerContext", ENGINE);

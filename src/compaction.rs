@@ -74,22 +74,7 @@ pub fn compaction_sources(messages_json: String, options_json: Option<String>) -
 #[napi]
 pub fn compaction_latest_summary(messages_json: String) -> napi::Result<Option<String>, ErrorCode> {
   let msgs = messages(&messages_json)?;
-  Ok(msgs.iter().rev().find_map(|m| match m {
-    Message::User(u) => {
-      let text = match &u.content {
-        knap_core::kernel::message::UserContent::Text(t) => t.clone(),
-        knap_core::kernel::message::UserContent::Parts(p) => p
-          .iter()
-          .filter_map(|p| match p {
-            knap_core::kernel::message::Part::Text(t) => Some(t.text.clone()),
-            _ => None,
-          })
-          .collect(),
-      };
-      compaction::summary_in(&text).map(|s| serde_json::to_string(&s).unwrap_or_default())
-    }
-    _ => None,
-  }))
+  Ok(compaction::latest_summary(&msgs).map(|s| serde_json::to_string(&s).unwrap_or_default()))
 }
 
 /// `summarizationInstruction(previous, sources)`.

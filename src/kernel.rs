@@ -17,7 +17,7 @@ use knap_core::exec::BoxFuture;
 use knap_core::kernel::budget::{ExhaustionAnswer, ExhaustionContext, MeterCell, Tranche};
 use knap_core::kernel::controller::{ControllerQueue, QueueKind};
 use knap_core::kernel::event::RunEvent;
-use knap_core::kernel::host::{Host, HostError, HostToolCall, ModelCall, ToolSchema};
+use knap_core::kernel::host::{Host, HostError, HostToolCall, ModelCall, NewContextInput, ToolSchema};
 use knap_core::kernel::local::{LocalExecutor, LocalHandle};
 use knap_core::kernel::nested::{NestedAbort, NestedInbox, NestedRequest};
 use knap_core::kernel::route::{ModelRouter, RouteInput};
@@ -109,6 +109,18 @@ pub struct BindingRunHooks {
   /// `RunOptions.controller`: the kernel delivered queued message `id` into the run.
   #[napi(ts_type = "(id: number) => void")]
   pub delivered: Option<FunctionRef<u32, ()>>,
+  /// `budget.compaction.newContext`: answered with `replyTool(reply, seed)` or `replyError`.
+  #[napi(ts_type = "(request: { reply: number; messages: object[]; generation: number; agentPath: string[] }) => void")]
+  pub new_context: Option<FunctionRef<Serde<NewContextRequest>, ()>>,
+}
+
+/// A `newContext` call: the kernel's input and the reply id its seed comes back under.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewContextRequest {
+  reply: u32,
+  #[serde(flatten)]
+  input: NewContextInput,
 }
 
 #[derive(Serialize)]
@@ -335,6 +347,7 @@ enum Out {
   AbortTool(u64),
   Output(u32, String, String),
   Delivered(u32),
+  NewContext(NewContextRequest),
   Store(
     StoreRequest,
     oneshot::Sender<std::result::Result<Promise<BindingStoreResult>, String>>,
@@ -410,6 +423,8 @@ struct JsHost {
   inbox: Arc<NestedInbox>,
   /// The run has an `onBudgetExhausted` handler.
   budget_handler: bool,
+  /// The run has a `budget.compaction.newContext` callback.
+  new_context: bool,
   queue: Arc<ControllerQueue>,
 }
 
@@ -497,6 +512,16 @@ impl Host for JsHost {
           .map_err(|e| HostError::new(e.reason.clone())),
       }
     }))
+  }
+
+  fn new_context(&self, input: NewContextInput) -> Option<BoxFuture<std::result::Result<String, HostError>>> {
+    if !self.new_context {
+      return None;
+    }
+    let (tx, rx) = oneshot::channel();
+    let reply = self.replies.wait(Waiting::Tool(tx));
+    self.outbox.push(Out::NewContext(NewContextRequest { reply, input }));
+    Some(Box::pin(async move { rx.await.unwrap_or_else(|_| Err(dropped())) }))
   }
 
   fn take_queued(&self, kind: QueueKind) -> Option<UserMessage> {
@@ -766,6 +791,7 @@ impl NativeRun {
       .is_some()
       .then(|| Arc::new(JsPolicy(self.outbox.clone())) as Arc<dyn ToolPolicy>);
     let budget_handler = hooks.budget.is_some();
+    let new_context = hooks.new_context.is_some();
     let router: Option<Arc<dyn ModelRouter>> = hooks
       .route
       .is_some()
@@ -783,6 +809,7 @@ impl NativeRun {
         router,
         inbox: self.inbox.clone(),
         budget_handler,
+        new_context,
         queue: self.queue.clone(),
       },
       self.cancel.clone(),
@@ -988,6 +1015,10 @@ impl NativeRun {
         Out::Tool(request) => hooks.tool.borrow_back(env).and_then(|f| f.call(Serde(request))),
         Out::Nested(answer) => hooks.nested.borrow_back(env).and_then(|f| f.call(Serde(answer))),
         Out::AbortTool(id) => hooks.abort_tool.borrow_back(env).and_then(|f| f.call(id as f64)),
+        Out::NewContext(request) => match &hooks.new_context {
+          Some(f) => f.borrow_back(env).and_then(|f| f.call(Serde(request))),
+          None => Ok(()),
+        },
         Out::Delivered(id) => match &hooks.delivered {
           Some(d) => d.borrow_back(env).and_then(|f| f.call(id)),
           None => Ok(()),

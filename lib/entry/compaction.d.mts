@@ -6,3 +6,8 @@ export {
 export type {
   CompactionOptions, NormalizedCompaction, ContextAnchor, ContextAnchorKind, ContextSummary, ContextSummarySource, ContextSummaryValidation,
 } from "../surface.mjs";
+export type {
+  ContextCompactionFixture, ContextCompactionFixtureRound, ContextCompactionHarnessOptions, ContextCompactionHarnessResult,
+  ContextCompactionHarnessRoundResult, ContextCompactionSummarizer, ContextCompactionSummarizerRequest, ContextSummaryEvaluation,
+  ContextSummaryEvaluationInput, ContextSummaryRound, ContextSummaryStability, ExpectedContextAnchor,
+} from "../reference-types.mjs";

@@ -1,2 +1,14 @@
 // `@caveman-ai/agent/compaction`.
-export * from "../compaction.mjs";
+export {
+  SUMMARY_SCHEMA_VERSION,
+  normalizeCompaction,
+  contextSummarySources,
+  latestContextSummary,
+  parseContextSummary,
+  renderSummary,
+  summarizationInstruction,
+  validateContextSummaryTransition,
+  evaluateContextSummary,
+  evaluateContextSummaryStability,
+  runContextCompactionHarness,
+} from "../compaction.mjs";

@@ -91,6 +91,8 @@ codes! {
   /// A model under `maxCostUsd` has no catalog price.
   SubagentUnpricedBudget => "cave_subagent_unpriced_budget",
   CompactionOptionInvalid => "cave_compaction_option_invalid",
+  /// `budget.compaction.newContext` resolved to something other than a string seed.
+  CompactionNewContextInvalid => "cave_compaction_new_context_invalid",
   /// A context summary that is not knap's summary JSON (schema_version 2), or that drops anchors.
   ContextSummaryInvalid => "cave_context_summary_invalid",
   BreakerThresholdInvalid => "cave_breaker_threshold_invalid",

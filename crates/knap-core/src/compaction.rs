@@ -13,12 +13,29 @@ use crate::canonical::sha256_hex;
 use crate::code::{Code, Error};
 use crate::durable::canonical::canonical_json;
 use crate::kernel::message::{Message, Part, TextPart, UserContent, UserMessage};
+use crate::kernel::spec::ModelRef;
 use crate::limits::{
   BUDGET_FRAMING_TOKENS_PER_MESSAGE, CONTEXT_SUMMARY_MAX_ANCHORS, CONTEXT_SUMMARY_MAX_BYTES, SUMMARY_SCHEMA_VERSION,
 };
 
 // ---------------------------------------------------------------------------------------------
 // Options
+
+/// How the ladder replaces history it cannot merely evict: one summarizer call (the default), or
+/// the rollover to a new context seeded by the user's `newContext` callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+  #[default]
+  Summarize,
+  NewContext,
+}
+
+impl Mode {
+  fn is_summarize(&self) -> bool {
+    *self == Mode::Summarize
+  }
+}
 
 /// `RunBudget.compaction` with its defaults filled in (`normalizeCompaction`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,6 +48,22 @@ pub struct Compaction {
   pub headroom_calls: u64,
   pub pinned_user_tokens: u64,
   pub preserve_first_user_message: bool,
+  /// The model the summarizer call goes to when its window holds the history (else the working
+  /// model). The JS layer resolves the user's `"provider/id"` or model object to a handle; it is
+  /// written as `"provider/id"` (a durable run's budget digest names it, not the handle).
+  #[serde(skip_serializing_if = "Option::is_none", serialize_with = "model_name")]
+  pub summarizer_model: Option<ModelRef>,
+  /// `"new-context"` needs the run's `newContext` callback (the JS layer keeps the function and
+  /// tells the core it is there).
+  #[serde(skip_serializing_if = "Mode::is_summarize")]
+  pub mode: Mode,
+}
+
+fn model_name<S: serde::Serializer>(m: &Option<ModelRef>, s: S) -> Result<S::Ok, S::Error> {
+  match m {
+    Some(m) => s.serialize_str(&format!("{}/{}", m.provider, m.id)),
+    None => s.serialize_none(),
+  }
 }
 
 impl Default for Compaction {
@@ -43,6 +76,8 @@ impl Default for Compaction {
       headroom_calls: 3,
       pinned_user_tokens: 20_000,
       preserve_first_user_message: true,
+      summarizer_model: None,
+      mode: Mode::Summarize,
     }
   }
 }
@@ -62,12 +97,15 @@ const OPTION_KEYS: &[&str] = &[
   "headroomCalls",
   "pinnedUserTokens",
   "preserveFirstUserMessage",
+  "summarizerModel",
+  "mode",
+  "newContext",
 ];
 
 /// Normalizes `RunBudget.compaction`. Any non-positive or non-integer count, a non-boolean flag or
-/// an unknown key is `cave_compaction_option_invalid:<key>`. `summarizerModel` and the rollover
-/// variant (`mode: "new-context"`, `newContext`) are refused by the JS layer before this point,
-/// naming them, because knap's kernel does not act on them.
+/// an unknown key is `cave_compaction_option_invalid:<key>`. `summarizerModel` arrives resolved
+/// (`{key, provider, id, contextWindow?, maxTokens?}`, from the JS layer) and `newContext` as
+/// `true` (the callback stays in JS); `mode: "new-context"` and `newContext` go together.
 pub fn normalize(options: Option<&Value>) -> Result<Compaction, Error> {
   let mut out = Compaction::default();
   let Some(options) = options else {
@@ -78,15 +116,39 @@ pub fn normalize(options: Option<&Value>) -> Result<Compaction, Error> {
     Value::Object(m) => m,
     _ => return Err(Error::new(Code::CompactionOptionInvalid, "cave_compaction_option_invalid: budget.compaction must be an object")),
   };
+  let mut new_context = false;
   for (key, value) in map {
     if value.is_null() {
       continue;
     }
-    if key == "preserveFirstUserMessage" {
-      out.preserve_first_user_message = value
-        .as_bool()
-        .ok_or_else(|| option_invalid(key, "must be a boolean"))?;
-      continue;
+    match key.as_str() {
+      "preserveFirstUserMessage" => {
+        out.preserve_first_user_message = value
+          .as_bool()
+          .ok_or_else(|| option_invalid(key, "must be a boolean"))?;
+        continue;
+      }
+      "summarizerModel" => {
+        let m: ModelRef = serde_json::from_value(value.clone())
+          .map_err(|_| option_invalid(key, "must be a \"provider/id\" string or a model object"))?;
+        out.summarizer_model = Some(m);
+        continue;
+      }
+      "mode" => {
+        out.mode = match value.as_str() {
+          Some("summarize") => Mode::Summarize,
+          Some("new-context") => Mode::NewContext,
+          _ => return Err(option_invalid(key, &format!("must be \"summarize\" or \"new-context\", got {value}"))),
+        };
+        continue;
+      }
+      "newContext" => {
+        new_context = value
+          .as_bool()
+          .ok_or_else(|| option_invalid(key, "must be a function ({messages, generation}) => seed string"))?;
+        continue;
+      }
+      _ => {}
     }
     let slot = match key.as_str() {
       "maxCompactions" => &mut out.max_compactions,
@@ -96,7 +158,7 @@ pub fn normalize(options: Option<&Value>) -> Result<Compaction, Error> {
       "headroomCalls" => &mut out.headroom_calls,
       "pinnedUserTokens" => &mut out.pinned_user_tokens,
       _ => {
-        let why = "is not a compaction option (maxCompactions, keepRecentTokens, summaryMaxTokens, minYieldTokens, headroomCalls, pinnedUserTokens, preserveFirstUserMessage)";
+        let why = "is not a compaction option (maxCompactions, keepRecentTokens, summaryMaxTokens, minYieldTokens, headroomCalls, pinnedUserTokens, preserveFirstUserMessage, summarizerModel, mode, newContext)";
         let hint = crate::suggest::did_you_mean(key, OPTION_KEYS.iter().copied());
         let why = if hint.is_empty() { why.to_string() } else { format!("{why}\nhint: {}", hint.trim_end()) };
         return Err(option_invalid(key, &why));
@@ -108,7 +170,18 @@ pub fn normalize(options: Option<&Value>) -> Result<Compaction, Error> {
     }
     *slot = n as u64;
   }
-  Ok(out)
+  // Neither half of the rollover is ignored without the other.
+  match (out.mode, new_context) {
+    (Mode::NewContext, false) => Err(option_invalid(
+      "newContext",
+      "mode \"new-context\" needs a newContext({messages, generation}) callback that persists the window and resolves to the seed of the new context",
+    )),
+    (Mode::Summarize, true) => Err(option_invalid(
+      "mode",
+      "newContext is called only with mode \"new-context\" (set mode: \"new-context\", or leave newContext out)",
+    )),
+    _ => Ok(out),
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -325,11 +398,23 @@ pub fn plan(messages: &[Message], options: &Compaction) -> Plan {
   while tail_start > 0 && matches!(messages[tail_start], Message::ToolResult(_)) {
     tail_start -= 1;
   }
+  let (pinned, pinned_ids) = pins(messages, tail_start, options);
+  Plan {
+    tail_start,
+    pinned,
+    pinned_ids,
+  }
+}
+
+/// The user messages before `end` that stay: the first one when `preserve_first_user_message`,
+/// then later ones while they fit `pinned_user_tokens`. Indices, and `runtime.user_intent.<i>`
+/// (`i` counting user messages from the start of the context).
+pub fn pins(messages: &[Message], end: usize, options: &Compaction) -> (Vec<usize>, Vec<String>) {
   let mut pinned = Vec::new();
   let mut pinned_ids = Vec::new();
   let mut pinned_tokens = 0;
   let mut user_index = 0;
-  for (i, m) in messages[..tail_start].iter().enumerate() {
+  for (i, m) in messages[..end].iter().enumerate() {
     if !is_user_intent(m) {
       continue;
     }
@@ -342,11 +427,29 @@ pub fn plan(messages: &[Message], options: &Compaction) -> Plan {
     }
     user_index += 1;
   }
-  Plan {
-    tail_start,
-    pinned,
-    pinned_ids,
-  }
+  (pinned, pinned_ids)
+}
+
+/// The rollover's context: the pinned user messages (over the whole window: a new context keeps
+/// no tail), then the seed the `newContext` callback returned, verbatim, as one user message.
+pub fn rolled_over(messages: &[Message], pinned: &[usize], seed: &str, timestamp: serde_json::Number) -> Vec<Message> {
+  let mut out: Vec<Message> = pinned.iter().map(|&i| messages[i].clone()).collect();
+  out.push(Message::User(UserMessage {
+    content: UserContent::Text(seed.to_string()),
+    timestamp: Some(timestamp),
+  }));
+  out
+}
+
+/// The summary of the latest `<cave-context-summary>` user message (`latestContextSummary`).
+pub fn latest_summary(messages: &[Message]) -> Option<ContextSummary> {
+  messages.iter().rev().find_map(|m| match m {
+    Message::User(u) => summary_in(&match &u.content {
+      UserContent::Text(t) => t.clone(),
+      UserContent::Parts(p) => content_text(p),
+    }),
+    _ => None,
+  })
 }
 
 fn content_text(parts: &[Part]) -> String {
@@ -611,10 +714,59 @@ mod tests {
     let e = normalize(Some(&json!({"maxCompaction": 2}))).unwrap_err();
     assert_eq!(
       e.message,
-      "cave_compaction_option_invalid:maxCompaction: is not a compaction option (maxCompactions, keepRecentTokens, summaryMaxTokens, minYieldTokens, headroomCalls, pinnedUserTokens, preserveFirstUserMessage)\nhint: did you mean \"maxCompactions\"?"
+      "cave_compaction_option_invalid:maxCompaction: is not a compaction option (maxCompactions, keepRecentTokens, summaryMaxTokens, minYieldTokens, headroomCalls, pinnedUserTokens, preserveFirstUserMessage, summarizerModel, mode, newContext)\nhint: did you mean \"maxCompactions\"?"
     );
     let e = normalize(Some(&json!({"qqqqqqqqqq": 2}))).unwrap_err();
     assert!(!e.message.contains("\nhint: "), "{}", e.message);
+  }
+
+  #[test]
+  fn the_summarizer_model_and_the_rollover_options() {
+    let c = normalize(Some(&json!({"summarizerModel": {"key": 3, "provider": "anthropic", "id": "claude-haiku-4-5", "contextWindow": 200000}}))).unwrap();
+    let m = c.summarizer_model.as_ref().unwrap();
+    assert_eq!((m.key, m.id.as_str(), m.context_window), (3, "claude-haiku-4-5", Some(200_000)));
+    // Named, never by its process-local handle (a durable run's budget digest reads this).
+    let v = serde_json::to_value(&c).unwrap();
+    assert_eq!(v["summarizerModel"], "anthropic/claude-haiku-4-5");
+    assert!(v.get("mode").is_none(), "the default mode is not written: {v}");
+    let e = normalize(Some(&json!({"summarizerModel": 7}))).unwrap_err();
+    assert!(e.message.starts_with("cave_compaction_option_invalid:summarizerModel: "), "{}", e.message);
+
+    let c = normalize(Some(&json!({"mode": "new-context", "newContext": true}))).unwrap();
+    assert_eq!(c.mode, Mode::NewContext);
+    assert_eq!(serde_json::to_value(&c).unwrap()["mode"], "new-context");
+    assert_eq!(normalize(Some(&json!({"mode": "summarize"}))).unwrap().mode, Mode::Summarize);
+    for (bad, key) in [
+      (json!({"mode": "new-context"}), "newContext"),
+      (json!({"newContext": true}), "mode"),
+      (json!({"mode": "summarize", "newContext": true}), "mode"),
+      (json!({"mode": "rollover", "newContext": true}), "mode"),
+      (json!({"mode": "new-context", "newContext": "yes"}), "newContext"),
+    ] {
+      let e = normalize(Some(&bad)).unwrap_err();
+      assert!(e.message.starts_with(&format!("cave_compaction_option_invalid:{key}: ")), "{bad}: {}", e.message);
+    }
+  }
+
+  #[test]
+  fn a_rollover_keeps_the_pins_and_the_seed_and_the_latest_summary_is_found() {
+    let msgs = vec![user("first ask"), assistant_call("a"), result("a", "out"), user("then this"), assistant_call("b"), result("b", "out2")];
+    let (pinned, ids) = pins(&msgs, msgs.len(), &Compaction::default());
+    assert_eq!(pinned, vec![0, 3], "every user intent over the whole window, within pinnedUserTokens");
+    assert_eq!(ids, vec!["runtime.user_intent.0", "runtime.user_intent.1"]);
+    let rolled = rolled_over(&msgs, &pinned, "saved to notes/1.md; go on", serde_json::Number::from(1));
+    assert_eq!(rolled.len(), 3);
+    assert_eq!(rolled[..2], [msgs[0].clone(), msgs[3].clone()]);
+    let Message::User(u) = &rolled[2] else { panic!() };
+    assert!(matches!(&u.content, UserContent::Text(t) if t == "saved to notes/1.md; go on"));
+    let only_first = Compaction { pinned_user_tokens: 1, ..Compaction::default() };
+    assert_eq!(pins(&msgs, msgs.len(), &only_first).0, vec![0], "the first is kept whatever its size");
+
+    assert_eq!(latest_summary(&msgs), None);
+    let s = parse_summary(r#"{"schema_version":2,"goal":"g","state":"s"}"#).unwrap();
+    let later = parse_summary(r#"{"schema_version":2,"goal":"g2","state":"s"}"#).unwrap();
+    let with = vec![user(&render_summary(&s)), user("x"), user(&render_summary(&later)), user("y")];
+    assert_eq!(latest_summary(&with), Some(later));
   }
 
   #[test]

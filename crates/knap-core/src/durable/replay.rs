@@ -77,7 +77,15 @@ pub struct ResumeState {
   pub attempts: u64,
   pub session_id: String,
   pub has_completed_turn: bool,
+  /// The transcript the next call continues from: the latest `snapshot` (knap writes one after
+  /// each compaction: the provider-visible context) plus the `turn` events after it, else every
+  /// `turn` (the reference's rebuild).
   pub messages: Vec<Message>,
+  /// With a `snapshot`: the append-only transcript, every `turn` event (what the host and a
+  /// bound Conversation keep). `None` when it is `messages`.
+  pub transcript: Option<Vec<Message>>,
+  /// `snapshot` records: the root's journaled compactions.
+  pub compactions: u64,
   pub discarded_partial_turn: bool,
   pub prior_root_model_calls: u64,
   pub prior_settled: f64,
@@ -216,6 +224,8 @@ struct Replay<'a> {
   record_keys: HashMap<(String, String), usize>,
   /// The transcript's `turn`/`snapshot` message arrays, parsed only if the run is pending.
   base: Vec<&'a RawValue>,
+  /// Every `turn` array (the append-only transcript, when a snapshot reset `base`).
+  turns: Vec<&'a RawValue>,
   terminal: Option<&'a Record<'a>>,
   last_attempt: u64,
   /// Root provider intents, working and compaction (the meter's reservations).
@@ -390,6 +400,9 @@ impl<'a> Replay<'a> {
         }
         if matches!(record, Record::Snapshot { .. }) {
           self.base.clear();
+          self.state.compactions += 1;
+        } else {
+          self.turns.push(messages);
         }
         self.base.push(messages);
         self.state.has_completed_turn = true;
@@ -442,21 +455,31 @@ impl<'a> Replay<'a> {
     let mut state = self.state;
     state.possible_double_count += unmatched;
     state.prior_root_meter_calls = state.prior_root_meter_calls.max(self.root_intents);
-    let mut messages: Vec<Message> = Vec::new();
-    for msgs in self.base {
-      let parsed: Vec<Message> =
-        serde_json::from_str(msgs.get()).map_err(|_| corrupt("malformed turn messages"))?;
-      messages.extend(parsed);
-    }
-    // Cut a trailing partial turn so the transcript ends where the loop can go on.
-    if state.has_completed_turn {
-      let keep = messages
-        .iter()
-        .rposition(|m| matches!(m, Message::User(_) | Message::ToolResult(_)))
-        .map(|i| i + 1)
-        .unwrap_or(0);
-      state.discarded_partial_turn = keep < messages.len();
-      messages.truncate(keep);
+    let completed = state.has_completed_turn;
+    let rebuild = |arrays: &[&RawValue]| -> Result<(Vec<Message>, bool), DurableError> {
+      let mut messages: Vec<Message> = Vec::new();
+      for msgs in arrays {
+        let parsed: Vec<Message> =
+          serde_json::from_str(msgs.get()).map_err(|_| corrupt("malformed turn messages"))?;
+        messages.extend(parsed);
+      }
+      // Cut a trailing partial turn so the transcript ends where the loop can go on.
+      let mut discarded = false;
+      if completed {
+        let keep = messages
+          .iter()
+          .rposition(|m| matches!(m, Message::User(_) | Message::ToolResult(_)))
+          .map(|i| i + 1)
+          .unwrap_or(0);
+        discarded = keep < messages.len();
+        messages.truncate(keep);
+      }
+      Ok((messages, discarded))
+    };
+    let (messages, discarded) = rebuild(&self.base)?;
+    state.discarded_partial_turn = discarded;
+    if state.compactions > 0 {
+      state.transcript = Some(rebuild(&self.turns)?.0);
     }
     state.messages = messages;
     state.replay = self.records;
@@ -484,6 +507,7 @@ pub fn analyze(lines: &[String], expected: &Expected) -> Result<JournalState, Du
     records: Vec::new(),
     record_keys: HashMap::new(),
     base: Vec::new(),
+    turns: Vec::new(),
     terminal: None,
     last_attempt: 1,
     root_intents: 0,
@@ -541,6 +565,12 @@ mod tests {
     let roles: Vec<&str> = state.messages.iter().map(Message::role).collect();
     assert_eq!(roles, ["user", "assistant", "toolResult"]);
     assert!(state.discarded_partial_turn);
+    // The snapshot (knap's: a compaction's context) is counted; the append-only transcript is
+    // every turn, trimmed the same way.
+    assert_eq!(state.compactions, 1);
+    let full = state.transcript.as_ref().expect("a snapshot keeps the whole transcript apart");
+    assert_eq!(full.len(), 1);
+    assert_eq!(serde_json::to_value(&full[0]).unwrap()["content"], "old");
     assert_eq!(state.session_id, "s");
     let mut bad = lines.clone();
     bad[3] = turn(r#"{"role":"assistant"}"#);

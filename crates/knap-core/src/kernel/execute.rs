@@ -274,7 +274,7 @@ pub(super) async fn execute(
       let mut agent_path = ctx.agent_path.clone();
       agent_path.push(tool.name.clone());
       let path = child_path(&ctx.path, &tool.name, &tool_call_id);
-      let level = Level::new(
+      let mut level = Level::new(
         ctx.shared.clone(),
         Arc::new((**agent).clone()),
         uuid::Uuid::new_v4().to_string(),
@@ -284,6 +284,10 @@ pub(super) async fn execute(
         wallet.map(super::budget::MeterCell::new),
         false,
       );
+      // A child on a wallet compacts under the root budget's options, on its own counters.
+      if let (Some(c), true) = (&ctx.shared.compaction, level.accounting.metered()) {
+        level.enable_compaction(c.clone());
+      }
       let input = UserContent::Parts(vec![Part::Text(TextPart::new(task))]);
       match level.run(input, Instant::now()).await {
         Err(f) => Executed {

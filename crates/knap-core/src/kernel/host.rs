@@ -67,6 +67,18 @@ pub struct ModelCall {
   pub context: Option<Vec<Message>>,
 }
 
+/// What `budget.compaction.newContext` is asked with: the window being closed (the context the
+/// provider saw up to now) and the compaction's ordinal in its agent run (1 for the first, every
+/// tier counting, continued by a durable resume). `agentPath` is knap's: `[]` at the root, the
+/// subagent tool names below it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewContextInput {
+  pub messages: Vec<Message>,
+  pub generation: u64,
+  pub agent_path: Vec<String>,
+}
+
 /// `context.durable` of a tool call on a durable run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DurableContext {
@@ -121,6 +133,11 @@ pub trait Host: Send + Sync {
   }
   /// `RunOptions.modelRouter`; `None` when the run has none.
   fn router(&self) -> Option<Arc<dyn super::route::ModelRouter>> {
+    None
+  }
+  /// `budget.compaction.newContext({messages, generation})`: the seed of the new context (`None`:
+  /// the run has no callback). It may persist the window first; a throw fails the run.
+  fn new_context(&self, _input: NewContextInput) -> Option<BoxFuture<Result<String, HostError>>> {
     None
   }
   /// `RunOptions.controller`: removes and returns the next queued message of `kind` (`None`:

@@ -357,6 +357,18 @@ impl DurableRun {
       .await
   }
 
+  /// After a compaction: the provider-visible context as a `snapshot` (the reference's record for
+  /// a rewritten transcript), so a resume goes on from it instead of paying to compact again.
+  /// The conversation's terminal checkpoint keeps the whole transcript (`turn` events only).
+  /// Queued: the caller flushes.
+  pub fn snapshot(&self, messages: &[Message]) -> Result<(), DurableError> {
+    self
+      .emit(&Record::Snapshot {
+        messages: json(messages),
+      })
+      .map(|_| ())
+  }
+
   /// Binds a Conversation: `run_completed` then carries its terminal checkpoint.
   pub fn bind_conversation(&self, session_id: &str, transcript: Vec<Value>) {
     *self.conversation.lock().unwrap_or_else(|e| e.into_inner()) = Some((session_id.to_string(), transcript));

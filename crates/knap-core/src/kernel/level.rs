@@ -120,13 +120,17 @@ impl Level {
     if state.has_completed_turn {
       // The journal already holds the prompt: the loop re-enters after the last complete turn.
       self.transcript.prompted = true;
-      for m in &state.messages {
+      // The host keeps the whole transcript; after a journaled compaction the provider goes on
+      // from its context (`messages`).
+      let transcript = state.transcript.as_ref().unwrap_or(&state.messages);
+      for m in transcript {
         self.transcript.seed(m.clone());
       }
-      self.transcript.last_assistant = state.messages.iter().rev().find_map(|m| match m {
+      self.transcript.last_assistant = transcript.iter().rev().find_map(|m| match m {
         Message::Assistant(a) => Some(a.clone()),
         _ => None,
       });
+      self.restore_compaction(state);
     }
   }
 
@@ -387,7 +391,7 @@ impl Level {
       self.stop.get_or_insert(RunStopReason::CallBudgetExhausted);
       return Ok(false);
     }
-    match self.route("working").await {
+    match self.route("working", None).await {
       Ok(Some(chosen)) => self.adopt(chosen),
       Ok(None) => {}
       Err(e) => return Err(self.fail(e)),

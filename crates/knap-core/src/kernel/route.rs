@@ -30,7 +30,8 @@ pub struct RouteInput {
   pub role: &'static str,
   /// The provider of the run's own model.
   pub provider: String,
-  /// `"provider/id"` of the working model.
+  /// `"provider/id"` of the model the call would go to: the working model, or for a compaction
+  /// the summarizer candidate (`summarizerModel` when its window holds the history).
   pub current_model: String,
   /// The budget's input ceiling (bytes/4 + 16 per message, capped at the working model's window).
   pub ctx_tokens: u64,
@@ -122,17 +123,26 @@ fn key(m: &ModelRef) -> String {
 }
 
 /// Checks a decision in the reference's order: provider, catalog, images, context. The run's
-/// own model is always known (it need not be in the catalog: a custom or test model).
+/// own model is always known (it need not be in the catalog: a custom or test model), and so is
+/// a compaction's `candidate` (the run's `summarizerModel`, of any provider).
 pub(super) fn check(
   decision: &RouteDecision,
   base: &ModelRef,
   base_images: Option<bool>,
+  candidate: Option<&ModelRef>,
   ctx_tokens: u64,
   has_images: bool,
 ) -> Result<Chosen, Error> {
   let m = decision.model.as_str();
   let incompatible = |what: &str| Error::tagged(Code::ModelRouteIncompatible, &[m, what]);
-  let (images, chosen) = if m == key(base) {
+  let (images, chosen) = if let Some(c) = candidate.filter(|c| m == key(c) && m != key(base)) {
+    let entry = catalog::lookup(&c.provider, &c.id);
+    let chosen = Chosen {
+      model: c.clone(),
+      price: catalog::price(&c.provider, &c.id),
+    };
+    (entry.map(|e| e.input.iter().any(|i| i == "image")), chosen)
+  } else if m == key(base) {
     let chosen = Chosen {
       model: base.clone(),
       price: catalog::price(&base.provider, &base.id),
@@ -225,7 +235,14 @@ impl Level {
 
   /// Before a root provider call: the router's decision (checked), or, without a router, the
   /// image check. `Ok(None)`: no router (the call goes to the working model).
-  pub(super) async fn route(&mut self, role: &'static str) -> Result<Option<Chosen>, Error> {
+  /// `compaction`: a summarizer call's candidate model and the size of the history it is sent
+  /// (`None`: a working call, on the working model and the context).
+  pub(super) async fn route(
+    &mut self,
+    role: &'static str,
+    compaction: Option<(&ModelRef, u64)>,
+  ) -> Result<Option<Chosen>, Error> {
+    let candidate = compaction.map(|(m, _)| m);
     let Some(r) = &self.routing else {
       return Ok(None);
     };
@@ -240,16 +257,19 @@ impl Level {
       }
       return Ok(None);
     };
-    let ctx_tokens = Meter::input_ceiling(
-      self.transcript.context_bytes(),
-      self.transcript.message_count,
-      working.context_window,
-    );
+    let ctx_tokens = match compaction {
+      Some((m, tokens)) => tokens.min(m.context_window.filter(|&w| w > 0).unwrap_or(u64::MAX)),
+      None => Meter::input_ceiling(
+        self.transcript.context_bytes(),
+        self.transcript.message_count,
+        working.context_window,
+      ),
+    };
     let input = RouteInput {
       call_index: r.calls,
       role,
       provider: r.base.provider.clone(),
-      current_model: key(working),
+      current_model: key(candidate.unwrap_or(working)),
       ctx_tokens,
       has_images,
       tool_error_streak: r.streak,
@@ -267,7 +287,7 @@ impl Level {
     let value = answer.map_err(|message| Error::new(Code::AgentRunFailed, message))?;
     let decision = parse_decision(&value)?;
     let r = self.routing.as_ref().expect("checked above");
-    let chosen = check(&decision, &r.base, r.base_images, ctx_tokens, has_images)?;
+    let chosen = check(&decision, &r.base, r.base_images, candidate, ctx_tokens, has_images)?;
     if let Some(m) = &self.accounting.meter {
       if m.denomination() == Denomination::Usd && chosen.price.is_none() {
         return Err(Error::coded(
@@ -372,7 +392,7 @@ mod tests {
   fn decisions_are_checked_in_the_references_order() {
     let b = base();
     let err = |m: &str, ctx: u64, images: bool| {
-      check(&decision(m), &b, Some(true), ctx, images)
+      check(&decision(m), &b, Some(true), None, ctx, images)
         .unwrap_err()
         .message
     };
@@ -397,6 +417,7 @@ mod tests {
       &decision("anthropic/claude-haiku-4-5"),
       &b,
       Some(true),
+      None,
       window,
       false,
     )
@@ -406,12 +427,12 @@ mod tests {
     assert_eq!(ok.model.context_window, Some(window));
     assert_eq!(ok.price, haiku.price());
     // The run's own model is known without the catalog; its image input is the run's.
-    let own = check(&decision("anthropic/faux-1"), &b, Some(true), 10, true).unwrap();
+    let own = check(&decision("anthropic/faux-1"), &b, Some(true), None, 10, true).unwrap();
     assert_eq!(
       (own.model.id.as_str(), own.model.context_window),
       ("faux-1", Some(200_000))
     );
-    let e = check(&decision("anthropic/faux-1"), &b, Some(false), 10, true).unwrap_err();
+    let e = check(&decision("anthropic/faux-1"), &b, Some(false), None, 10, true).unwrap_err();
     assert_eq!(e.message, "cave_model_route_incompatible:anthropic/faux-1:images");
     assert_eq!(e.code, Code::ModelRouteIncompatible);
   }
@@ -424,8 +445,8 @@ mod tests {
     };
     let gpt4 = catalog::lookup("openai", "gpt-4").expect("a text-only model in the catalog");
     assert!(!gpt4.input.iter().any(|i| i == "image"));
-    let e = check(&decision("openai/gpt-4"), &b, Some(true), 1, true).unwrap_err();
+    let e = check(&decision("openai/gpt-4"), &b, Some(true), None, 1, true).unwrap_err();
     assert_eq!(e.message, "cave_model_route_incompatible:openai/gpt-4:images");
-    assert!(check(&decision("openai/gpt-4"), &b, Some(true), 1, false).is_ok());
+    assert!(check(&decision("openai/gpt-4"), &b, Some(true), None, 1, false).is_ok());
   }
 }

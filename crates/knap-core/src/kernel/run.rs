@@ -87,6 +87,9 @@ pub(super) struct Shared {
   pub quiet: bool,
   /// `RunOptions.entryPath` was given: `"required"` levels may run their tools.
   pub sandbox_entry: bool,
+  /// The root budget's compaction options (`onExhausted: "compact"`): the root compacts on its
+  /// budget, and a subagent on the wallet carved from it.
+  pub compaction: Option<crate::compaction::Compaction>,
 }
 
 /// How a durable run's journal opened.
@@ -198,7 +201,8 @@ pub async fn run_agent(
       // The terminal checkpoint is the base plus every message the run journals.
       let mut transcript = c["messages"].as_array().cloned().unwrap_or_default();
       if let Some(state) = resume.as_ref().filter(|s| s.has_completed_turn) {
-        transcript.extend(state.messages.iter().map(|m| serde_json::to_value(m).unwrap_or(Value::Null)));
+        let journaled = state.transcript.as_ref().unwrap_or(&state.messages);
+        transcript.extend(journaled.iter().map(|m| serde_json::to_value(m).unwrap_or(Value::Null)));
       }
       d.bind_conversation(c["sessionId"].as_str().unwrap_or_default(), transcript);
     }
@@ -219,6 +223,7 @@ pub async fn run_agent(
     legacy: options.max_cost_usd.map(LegacyLedger::new),
     quiet: options.quiet,
     sandbox_entry: options.entry_path.is_some(),
+    compaction: compaction.clone(),
   });
   shared.host.emit(run_start());
   let mut level = Level::new(

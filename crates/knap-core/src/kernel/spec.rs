@@ -8,7 +8,7 @@ use super::message::{Message, UserContent};
 use crate::code::{Code, Error};
 use crate::limits::*;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelRef {
   /// The JS side's handle for the model object (the transport looks it up).

@@ -19,6 +19,8 @@ use crate::tools::{ShellTools, ShellToolsConfig};
 /// A provider call as a host's transcript mirror sees it: `append` holds the assistant message
 /// the previous call returned (the host keeps it) and then what the kernel sent.
 struct Call {
+  model_key: u32,
+  model: Option<String>,
   append: Vec<Value>,
   system_prompt: Option<String>,
   conversation: u64,
@@ -47,6 +49,10 @@ struct FakeHost {
   queue: Arc<super::controller::ControllerQueue>,
   arrivals: Mutex<HashMap<usize, Vec<(super::controller::QueueKind, u32, String)>>>,
   delivered: Mutex<Vec<u32>>,
+  /// `budget.compaction.newContext`: its answers in order (`None`: the run has no callback),
+  /// and what it was asked.
+  seeds: Option<Mutex<VecDeque<Result<String, HostError>>>>,
+  new_context_log: Mutex<Vec<Value>>,
 }
 
 impl FakeHost {
@@ -97,6 +103,8 @@ impl Host for FakeHost {
     let mut append: Vec<Value> = replied.remove(&call.conversation).into_iter().collect();
     append.extend(call.append.iter().map(|m| serde_json::to_value(m).unwrap()));
     self.calls.lock().unwrap().push(Call {
+      model_key: call.model_key,
+      model: call.model.clone(),
       append,
       system_prompt: call.system_prompt.clone(),
       conversation: call.conversation,
@@ -216,6 +224,13 @@ impl Host for FakeHost {
     let (id, message) = self.queue.take(kind)?;
     self.delivered.lock().unwrap().push(id);
     Some(message)
+  }
+
+  fn new_context(&self, input: super::host::NewContextInput) -> Option<BoxFuture<Result<String, HostError>>> {
+    let seeds = self.seeds.as_ref()?;
+    self.new_context_log.lock().unwrap().push(serde_json::to_value(&input).unwrap());
+    let answer = seeds.lock().unwrap().pop_front().unwrap_or_else(|| Err(HostError::new("no seed scripted")));
+    Some(Box::pin(async move { answer }))
   }
 }
 
@@ -714,11 +729,15 @@ mod durable {
   }
 
   async fn go_durable(host: Arc<FakeHost>, a: AgentSpec, store: &Arc<DiskStore>) -> Result<Value, Failure> {
+    go_durable_with(host, a, store, json!({})).await
+  }
+
+  async fn go_durable_with(host: Arc<FakeHost>, a: AgentSpec, store: &Arc<DiskStore>, extra: Value) -> Result<Value, Failure> {
     let s = setup(store, &a);
     run_agent(
       host,
       a,
-      Prepared::new(options(json!({}))).unwrap(),
+      Prepared::new(options(extra)).unwrap(),
       CancellationToken::new(),
       Some(s),
     )
@@ -755,6 +774,50 @@ mod durable {
       lines[..=cut].iter().map(|l| format!("{l}\n")).collect::<String>(),
     )
     .unwrap();
+  }
+
+  /// A compaction is journaled as a `snapshot` of the new context, durable with the summarizer's
+  /// settlement: a resume after it goes on from the compacted context, without a second
+  /// summarizer call, and the conversation's transcript stays whole.
+  #[tokio::test]
+  async fn a_resume_after_a_compaction_does_not_pay_for_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(DiskStore::new(dir.path()));
+    let budget = json!({"budget": {"maxTokens": 8_000, "compaction": {"keepRecentTokens": 10, "minYieldTokens": 1, "summaryMaxTokens": 50}}});
+    let host = Arc::new(FakeHost::new(super::long_turns(vec![turn(super::SUMMARY, &[]), turn("done", &[])])));
+    let first = go_durable_with(host, super::compacting_agent(), &store, budget.clone()).await.unwrap();
+    assert_eq!(first["receipt"]["compactions"][0]["tier"], "summarized");
+    let events = journal(&store);
+    let kinds: Vec<String> = events
+      .iter()
+      .map(|e| match e["kind"].as_str() {
+        Some(k) => format!("{}:{k}", e["type"].as_str().unwrap()),
+        None => e["type"].as_str().unwrap().to_string(),
+      })
+      .collect();
+    let at = kinds.iter().position(|k| k == "snapshot").expect("the compaction is journaled");
+    assert_eq!(kinds[at - 2..at], ["call_started:compaction", "call_settled:compaction"]);
+    assert_eq!(kinds[at + 1], "call_started:model");
+    let snapshot = events[at]["messages"].as_array().unwrap();
+    assert_eq!(snapshot.len(), 4, "prompt, summary, the last turn and its result");
+    assert!(snapshot[1]["content"].as_str().unwrap().starts_with("<cave-context-summary>"));
+
+    // The process dies right after the compaction.
+    crash_after(&store, "snapshot", 1);
+    let host = Arc::new(FakeHost::new(vec![turn("done", &[])]));
+    let r = go_durable_with(host.clone(), super::compacting_agent(), &store, budget).await.unwrap();
+    assert_eq!(r["text"], "done");
+    assert_eq!(r["resumed"], true);
+    assert_eq!(r["receipt"]["compactions"], json!([]), "this attempt compacted nothing");
+    assert_eq!(r["receipt"]["resume"]["priorCalls"], 3, "two working calls and the summarizer");
+    assert_eq!(r["receipt"]["spent"], 440.0, "the summarizer's spend is kept, once");
+    let calls = host.calls.lock().unwrap();
+    assert_eq!(calls.len(), 1, "no second summarizer call");
+    let context = calls[0].context.as_ref().expect("the provider goes on from the compacted context");
+    assert_eq!(context.len(), 4);
+    assert!(context[1]["content"].as_str().unwrap().starts_with("<cave-context-summary>\n{\"schema_version\":2"));
+    assert_eq!(calls[0].append.len(), 5, "the host's transcript is the whole one");
+    assert!(calls[0].append[1]["content"][0]["text"].as_str().unwrap().starts_with("yyyy"));
   }
 
   fn two_lookups() -> Vec<Value> {
@@ -1461,4 +1524,139 @@ mod required_sandbox {
     let a = agent(vec![delegate("delegate", "host", vec![])], json!({"sandbox": "host"}));
     assert_eq!(go(host, a, options(json!({}))).await.unwrap()["text"], "done");
   }
+}
+/// The summarize scenario of the tests above: an 8,000-byte assistant text (nothing to evict),
+/// then a budget that cannot afford four more calls of that context.
+fn long_turns(after: Vec<Value>) -> Vec<Value> {
+  let mut turns = vec![
+    turn(&"y".repeat(8_000), &[("lookup", json!({"q": "a"}))]),
+    turn("", &[("lookup", json!({"q": "b"}))]),
+  ];
+  turns.extend(after);
+  turns
+}
+
+const SUMMARY: &str = r#"{"schema_version":2,"goal":"look things up","state":"a and b looked up","anchors":[{"kind":"fact","value":"a"}]}"#;
+
+#[tokio::test]
+async fn the_summarizer_model_serves_the_summary_when_its_window_holds_the_history() {
+  let summarizer = |window: u64| json!({"key": 7, "provider": "anthropic", "id": "claude-haiku-4-5", "contextWindow": window});
+  let budget = |window: u64| {
+    json!({"budget": {"maxTokens": 8_000, "compaction": {"keepRecentTokens": 10, "minYieldTokens": 1, "summaryMaxTokens": 50, "summarizerModel": summarizer(window)}}})
+  };
+  let host = Arc::new(FakeHost::new(long_turns(vec![turn(SUMMARY, &[]), turn("done", &[])])));
+  let r = go(host.clone(), compacting_agent(), options(budget(200_000))).await.unwrap();
+  assert_eq!(r["receipt"]["compactions"][0]["tier"], "summarized", "{}", r["receipt"]);
+  let calls = host.calls.lock().unwrap();
+  let keys: Vec<(u32, Option<String>)> = calls.iter().map(|c| (c.model_key, c.model.clone())).collect();
+  assert_eq!(keys, vec![(0, None), (0, None), (7, None), (0, None)], "only the summary goes to the summarizer's handle");
+  drop(calls);
+  // A window smaller than the history: the working model summarizes.
+  let host = Arc::new(FakeHost::new(long_turns(vec![turn(SUMMARY, &[]), turn("done", &[])])));
+  let r = go(host.clone(), compacting_agent(), options(budget(100))).await.unwrap();
+  assert_eq!(r["receipt"]["compactions"][0]["tier"], "summarized");
+  assert_eq!(host.calls.lock().unwrap()[2].model_key, 0);
+}
+
+#[tokio::test]
+async fn new_context_mode_rolls_over_to_the_pins_and_the_callbacks_seed() {
+  let budget = json!({"budget": {"maxTokens": 8_000, "compaction": {"mode": "new-context", "newContext": true, "keepRecentTokens": 10, "minYieldTokens": 1}}});
+  let mut host = FakeHost::new(long_turns(vec![turn("done", &[])]));
+  host.seeds = Some(Mutex::new(vec![Ok("Saved to notes/1.md. Next: report a and b.".to_string())].into()));
+  let host = Arc::new(host);
+  let r = go(host.clone(), compacting_agent(), options(budget.clone())).await.unwrap();
+  assert_eq!(r["text"], "done");
+  let c = &r["receipt"]["compactions"][0];
+  assert_eq!(c["tier"], "new-context", "{}", r["receipt"]);
+  assert_eq!(c["meteredCost"], 0.0);
+  assert!(c.get("summarySchemaVersion").is_none());
+  assert_eq!(c["pinnedSegmentIds"], json!(["runtime.user_intent.0"]));
+  assert_eq!(c["elidedSegmentDigests"].as_array().unwrap().len(), 2, "everything but the prompt: {c}");
+  assert_eq!(c["workingCallsAfter"], 2, "the trigger held after the first turn already");
+  assert_eq!(r["receipt"]["calls"].as_array().unwrap().len(), 3, "no provider call");
+  let asked = host.new_context_log.lock().unwrap();
+  assert_eq!(asked.len(), 1);
+  assert_eq!(asked[0]["generation"], 1);
+  assert_eq!(asked[0]["agentPath"], json!([]));
+  let window: Vec<&str> = asked[0]["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+  assert_eq!(window, ["user", "assistant", "toolResult"], "the window being closed");
+  let calls = host.calls.lock().unwrap();
+  let context = calls[1].context.as_ref().expect("the new context goes with the next call");
+  assert_eq!(context.len(), 2);
+  assert_eq!(context[0]["content"][0]["text"], "go");
+  assert_eq!(context[1]["content"], "Saved to notes/1.md. Next: report a and b.");
+  let v = crate::receipt_check::validate_receipt_json(&r["receipt"].to_string());
+  assert!(v.is_ok(), "{v:?}");
+  drop(calls);
+
+  // A seed too big to save minYieldTokens: the ladder goes on to the summarizer.
+  let mut host = FakeHost::new(long_turns(vec![turn(SUMMARY, &[]), turn("done", &[])]));
+  host.seeds = Some(Mutex::new(vec![Ok("z".repeat(40_000)), Ok("z".repeat(40_000))].into()));
+  let host = Arc::new(host);
+  let mut b = budget.clone();
+  b["budget"]["compaction"]["summaryMaxTokens"] = json!(50);
+  let r = go(host.clone(), compacting_agent(), options(b)).await.unwrap();
+  assert_eq!(r["receipt"]["compactions"][0]["tier"], "summarized", "{}", r["receipt"]);
+  let asked: Vec<Value> = host.new_context_log.lock().unwrap().iter().map(|a| a["generation"].clone()).collect();
+  assert_eq!(asked, [json!(1), json!(1)], "asked at each trigger (a declined rollover is no compaction)");
+
+  // A callback that throws fails the run with its error (the run's coarse code, as a router's).
+  for error in [
+    HostError::new("disk full"),
+    HostError {
+      message: "cave_compaction_new_context_invalid: newContext must resolve to the seed of the new context (a string), got number".into(),
+      code: Some("cave_compaction_new_context_invalid".into()),
+    },
+  ] {
+    let mut host = FakeHost::new(long_turns(vec![turn("done", &[])]));
+    host.seeds = Some(Mutex::new(vec![Err(error.clone())].into()));
+    let host = Arc::new(host);
+    let e = go(host.clone(), compacting_agent(), options(budget.clone())).await.unwrap_err();
+    assert_eq!(e.code.as_deref(), Some("cave_agent_run_failed"));
+    assert_eq!(e.message, error.message);
+    assert_eq!(host.calls.lock().unwrap().len(), 1, "no call after the failed rollover");
+  }
+}
+
+#[tokio::test]
+async fn a_subagent_compacts_on_its_wallet() {
+  let big = "x".repeat(8_000);
+  let host = Arc::new(FakeHost::new(vec![
+    turn("", &[("delegate", json!({"task": "look"}))]),
+    turn("", &[("lookup", json!({"q": big}))]),
+    turn("", &[("lookup", json!({"q": "b"}))]),
+    turn("child done", &[]),
+    turn("parent done", &[]),
+  ]));
+  let child = json!({"id": "child", "instructions": "child", "sandbox": "host",
+    "model": {"key": 0, "provider": "anthropic", "id": "faux-1", "maxTokens": 100}, "tools": [host_tool("lookup", 0, "read", 1000)]});
+  let delegate = json!({"name": "delegate", "description": "d", "effect": "read", "timeoutMs": 30000,
+    "input": {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]},
+    "runtime": {"kind": "subagent", "agent": child, "maxInputChars": 32768, "maxCalls": 1, "maxTokens": 10_000, "maxContextTokens": 128000}});
+  let budget = json!({"budget": {"maxTokens": 100_000, "compaction": {"keepRecentTokens": 10}}});
+  let r = go(host.clone(), agent(vec![delegate.clone()], json!({})), options(budget)).await.unwrap();
+  assert_eq!(r["text"], "parent done");
+  assert_eq!(r["receipt"]["compactions"], json!([]), "the parent had room");
+  let sub = &r["receipt"]["subagents"][0];
+  assert_eq!(sub["compactions"].as_array().unwrap().len(), 1, "{sub}");
+  assert_eq!(sub["compactions"][0]["tier"], "evicted");
+  assert_eq!(sub["compactions"][0]["workingCallsAfter"], 1);
+  let calls = host.calls.lock().unwrap();
+  let context = calls[3].context.as_ref().expect("the child's next call sees its compacted context");
+  assert!(context[2]["content"][0]["text"].as_str().unwrap().starts_with("[cave: output of lookup (call c0-lookup) elided by compaction"));
+  assert!(calls[4].context.is_none(), "the parent's context is its own");
+  let v = crate::receipt_check::validate_receipt_json(&r["receipt"].to_string());
+  assert!(v.is_ok(), "{v:?}");
+  drop(calls);
+  // onExhausted: "stop" on the root budget: the child does not compact either.
+  let host = Arc::new(FakeHost::new(vec![
+    turn("", &[("delegate", json!({"task": "look"}))]),
+    turn("", &[("lookup", json!({"q": "x".repeat(8_000)}))]),
+    turn("", &[("lookup", json!({"q": "b"}))]),
+    turn("child done", &[]),
+    turn("parent done", &[]),
+  ]));
+  let budget = json!({"budget": {"maxTokens": 100_000, "onExhausted": "stop", "compaction": {"keepRecentTokens": 10}}});
+  let r = go(host.clone(), agent(vec![delegate], json!({})), options(budget)).await.unwrap();
+  assert_eq!(r["receipt"]["subagents"][0]["compactions"], json!([]));
 }

@@ -117,9 +117,25 @@ impl Index {
     self.revision = Some(state.revision);
   }
 
-  fn query(&self, text: &str) -> (HashSet<u32>, usize) {
+  fn query(&self, text: &str) -> (QueryIds, usize) {
     let toks: HashSet<String> = tokens(text).into_iter().collect();
-    (toks.iter().filter_map(|t| self.vocab.get(t).copied()).collect(), toks.len())
+    let mut bits = vec![0u64; self.vocab.len().div_ceil(64)];
+    for id in toks.iter().filter_map(|t| self.vocab.get(t).copied()) {
+      bits[id as usize / 64] |= 1 << (id % 64);
+    }
+    (QueryIds { bits }, toks.len())
+  }
+}
+
+/// A query's token ids as a bitmap over the vocabulary: the scan tests every stored token of
+/// every memory, and a bit test costs less than hashing.
+pub struct QueryIds {
+  bits: Vec<u64>,
+}
+
+impl QueryIds {
+  fn contains(&self, id: u32) -> bool {
+    self.bits.get(id as usize / 64).is_some_and(|w| w >> (id % 64) & 1 == 1)
   }
 }
 
@@ -144,11 +160,11 @@ fn dot(a: &Quantized, b: &Quantized) -> f64 {
   sum as f64 / (a.norm as f64 * b.norm as f64)
 }
 
-fn lexical_ids(q: &HashSet<u32>, q_len: usize, t: &[u32]) -> f64 {
+fn lexical_ids(q: &QueryIds, q_len: usize, t: &[u32]) -> f64 {
   if q_len == 0 || t.is_empty() {
     return 0.0;
   }
-  let common = t.iter().filter(|id| q.contains(id)).count();
+  let common = t.iter().filter(|&&id| q.contains(id)).count();
   common as f64 / ((q_len * t.len()) as f64).sqrt()
 }
 
@@ -180,6 +196,9 @@ fn prune(state: &mut State, now: f64, ttl: f64, max_turns: Option<usize>) -> boo
       state.turns.drain(..drop);
       changed = true;
     }
+  }
+  if state.edges.is_empty() {
+    return changed;
   }
   let ids: HashSet<&str> = state.memories.iter().map(|r| r.id.as_str()).collect();
   let before = state.edges.len();
@@ -303,7 +322,7 @@ pub fn apply(state: &mut State, index: &mut Index, op: Op, now: f64) -> Result<(
       let exclude: HashSet<&str> = exclude.iter().map(String::as_str).collect();
       let mut scores: HashMap<usize, (f64, &'static str)> = HashMap::new();
       for (i, r) in state.memories.iter().enumerate() {
-        if !r.active || exclude.contains(r.id.as_str()) {
+        if !r.active || (!exclude.is_empty() && exclude.contains(r.id.as_str())) {
           continue;
         }
         let lex = lexical_ids(&q, q_len, &index.records[i].0);

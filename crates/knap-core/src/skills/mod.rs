@@ -178,17 +178,28 @@ pub(crate) fn locale_order(a: &str, b: &str) -> Ordering {
   a.to_lowercase().cmp(&b.to_lowercase()).then_with(|| b.cmp(a))
 }
 
+/// `locale_order` as a sort key (computed once per item, not per comparison).
+pub(crate) fn locale_key(s: &str) -> (String, std::cmp::Reverse<String>) {
+  (s.to_lowercase(), std::cmp::Reverse(s.to_string()))
+}
+
 /// Immediate subdirectories of `dir`, sorted (`localeCompare`).
 pub(crate) fn subdirectories(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
   let mut out = Vec::new();
   for entry in fs::read_dir(dir)? {
     let entry = entry?;
     let path = entry.path();
-    if fs::metadata(&path).map(|m| m.is_dir()).unwrap_or(false) {
+    // The entry's own type needs no stat; only a symlink is followed to see what it names.
+    let is_dir = match entry.file_type() {
+      Ok(t) if t.is_symlink() => fs::metadata(&path).map(|m| m.is_dir()).unwrap_or(false),
+      Ok(t) => t.is_dir(),
+      Err(_) => fs::metadata(&path).map(|m| m.is_dir()).unwrap_or(false),
+    };
+    if is_dir {
       out.push((entry.file_name().to_string_lossy().into_owned(), path));
     }
   }
-  out.sort_by(|a, b| locale_order(&a.0, &b.0));
+  out.sort_by_cached_key(|(name, _)| locale_key(name));
   Ok(out)
 }
 
@@ -242,13 +253,23 @@ pub fn load_skill_directory(root: &Path, plugin: Option<&str>) -> Result<(Vec<Sk
 fn load_one_skill(root: &Path, dir: &Path, plugin: Option<&str>) -> Option<Result<Skill, Diagnostic>> {
   let file = dir.join("SKILL.md");
   // A folder without a regular SKILL.md is skipped silently.
-  if !fs::symlink_metadata(&file).is_ok_and(|m| m.is_file() || m.file_type().is_symlink()) {
+  let Ok(meta) = fs::symlink_metadata(&file) else {
+    return None;
+  };
+  if !(meta.is_file() || meta.file_type().is_symlink()) {
     return None;
   }
   let invalid = |message: String| Diagnostic::new("agent_environment_invalid_skill", &file, message);
-  let real = match contained_file(root, &file) {
-    Ok(r) => r,
-    Err(m) => return Some(Err(invalid(m))),
+  // `dir` is an entry of the canonical root: when neither it nor SKILL.md is a symlink the path
+  // is already canonical and inside the root, so the realpath walk is needed only for links.
+  let plain = meta.is_file() && fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+  let real = if plain {
+    file.clone()
+  } else {
+    match contained_file(root, &file) {
+      Ok(r) => r,
+      Err(m) => return Some(Err(invalid(m))),
+    }
   };
   let raw = match fs::read(&real) {
     Ok(b) => b,
@@ -317,9 +338,10 @@ pub fn load_environment(o: &EnvironmentOptions) -> Environment {
     roots.push(workspace.join(".agents").join("skills"));
     roots.push(o.home.join(".agents").join("skills"));
   }
-  let add_skills = |found: Vec<Skill>, skills: &mut Vec<Skill>, diagnostics: &mut Vec<Diagnostic>| {
+  let mut seen = std::collections::HashSet::new();
+  let mut add_skills = |found: Vec<Skill>, skills: &mut Vec<Skill>, diagnostics: &mut Vec<Diagnostic>| {
     for s in found {
-      if skills.iter().any(|k| k.id == s.id) {
+      if !seen.insert(s.id.clone()) {
         diagnostics.push(Diagnostic::new(
           "agent_environment_duplicate_skill",
           &s.file,
@@ -397,7 +419,7 @@ pub fn load_environment(o: &EnvironmentOptions) -> Environment {
     }
   }
   add_skills(plugin_skills, &mut skills, &mut diagnostics);
-  skills.sort_by(|a, b| locale_order(&a.id, &b.id));
+  skills.sort_by_cached_key(|s| locale_key(&s.id));
   commands.sort_by(|a, b| locale_order(&a.id, &b.id));
   plugins.sort_by(|a, b| locale_order(a.name(), b.name()));
   Environment {
@@ -442,6 +464,7 @@ pub fn read_skill_resource(skill_root: &Path, skill_id: &str, resource: &str) ->
 pub fn discover_lenient(paths: &[PathBuf]) -> (Vec<Skill>, Vec<String>) {
   let mut skills: Vec<Skill> = Vec::new();
   let mut warnings = Vec::new();
+  let mut names = std::collections::HashSet::new();
   for root in paths {
     let Ok(dirs) = subdirectories(root) else { continue };
     let found = parallel_map(&dirs, |(_, dir)| {
@@ -454,7 +477,7 @@ pub fn discover_lenient(paths: &[PathBuf]) -> (Vec<Skill>, Vec<String>) {
       match r {
         Ok((skill, warning)) => {
           warnings.extend(warning);
-          if !skills.iter().any(|s| s.name == skill.name) {
+          if names.insert(skill.name.clone()) {
             skills.push(skill);
           }
         }

@@ -174,3 +174,31 @@ fn bashkit_discovery_is_lenient() {
   let bundle = load_bundle(&root.join("a/one")).unwrap();
   assert_eq!(bundle, vec![("SKILL.md".to_string(), skill_md("one", "first"))]);
 }
+
+#[test]
+fn symlinked_skills_are_read_only_inside_the_root() {
+  let t = tempfile::tempdir().unwrap();
+  let base = fs::canonicalize(t.path()).unwrap();
+  let root = base.join("skills");
+  write(&root.join("plain/SKILL.md"), &skill_md("plain", "a plain folder"));
+  write(&root.join("inside-target/SKILL.md"), &skill_md("inside-target", "the target of a link"));
+  write(&root.join("file-link.md"), &skill_md("file-link", "a linked file inside the root"));
+  fs::create_dir_all(root.join("file-link")).unwrap();
+  std::os::unix::fs::symlink(root.join("file-link.md"), root.join("file-link/SKILL.md")).unwrap();
+  write(&base.join("outside/SKILL.md"), &skill_md("dir-link", "outside the root"));
+  std::os::unix::fs::symlink(base.join("outside"), root.join("dir-link")).unwrap();
+  fs::create_dir_all(root.join("escaping-file")).unwrap();
+  std::os::unix::fs::symlink(base.join("outside/SKILL.md"), root.join("escaping-file/SKILL.md")).unwrap();
+  let (skills, diagnostics) = load_skill_directory(&root, None).unwrap();
+  let ids: Vec<&str> = skills.iter().map(|s| s.id.as_str()).collect();
+  assert_eq!(ids, ["file-link", "inside-target", "plain"], "links that stay inside are read");
+  let mut escapes: Vec<String> = diagnostics.iter().map(|d| d.message.clone()).collect();
+  escapes.sort();
+  assert_eq!(
+    escapes,
+    [
+      format!("cave_agent_package_path_escape:{}", root.join("dir-link/SKILL.md").display()),
+      format!("cave_agent_package_path_escape:{}", root.join("escaping-file/SKILL.md").display()),
+    ]
+  );
+}

@@ -8,7 +8,7 @@ import path from "node:path";
 import { z } from "zod";
 import * as z3 from "zod/v3";
 
-import { agent, run, shellTools, tool } from "../lib/index.mjs";
+import { agent, run, stream, shellTools, tool } from "../lib/index.mjs";
 import { resolveModel } from "../lib/models.mjs";
 import { fauxModel, scriptedStream } from "../lib/testing.mjs";
 import { createAgentTools, createGlobTool, createLocalSandbox, getDebugLogs, clearDebugLogs, reinitDebugMode, isDebugEnabled } from "../lib/ai-sdk/index.mjs";
@@ -62,6 +62,18 @@ test("shellTools: a file as workspace is refused at once; a missing one fails at
     return true;
   });
   assert.equal(shellTools({ workspace: ws.root }).length, 6);
+
+  // Inside a run the kernel dispatches natively: the model reads the same two lines.
+  const results = [];
+  const def = agent({ id: "m", instructions: "i", model: fauxModel(), sandbox: "host", tools: shellTools({ workspace: missing, tools: ["bash"] }) });
+  for await (const event of stream(def, "go", { model: fauxModel(), streamFn: scriptedStream([{ toolCalls: [{ name: "bash", args: { command: "ls" } }] }, { text: "done" }]) })) {
+    if (event.type === "pi" && event.event.type === "tool_execution_end") results.push(event.event);
+  }
+  assert.equal(results.length, 1);
+  assert.equal(results[0].isError, true);
+  const [first, second] = results[0].result.content[0].text.split("\n");
+  assert.equal(first, `ENOENT: no such file or directory, realpath '${missing}'`);
+  assert.match(second, /^hint: the workspace ".*" does not exist: create it/);
 });
 
 test("createLocalSandbox refuses unknown keys (workingDir) and a file as workingDirectory", (t) => {

@@ -169,5 +169,22 @@ test("KNAP_DEBUG=memory records tool calls with timings, and cache hits", async 
   assert.ok(ends.some((e) => e.tool === "Read" && e.summary?.cache === "hit"));
   assert.deepEqual(logs.find((e) => e.tool === "bash" && e.event === "start").input, { command: "echo hi" });
   clearDebugLogs();
+
+  // Inside a run the calls are traced from the run's events: the end line has the result's
+  // size, an error its message.
+  const def = agent({ id: "dbg", instructions: "i", model: fauxModel(), sandbox: "host", tools: shellTools({ workspace: ws.root, tools: ["bash", "read_file"] }) });
+  const script = [{ toolCalls: [{ name: "bash", args: { command: "printf 12345" } }] }, { toolCalls: [{ name: "read_file", args: { path: "missing.txt" } }] }, { text: "done" }];
+  const texts = {};
+  for await (const event of stream(def, "go", { model: fauxModel(), streamFn: scriptedStream(script) })) {
+    if (event.type === "pi" && event.event.type === "tool_execution_end") texts[event.event.toolName] = event.event.result.content[0].text;
+  }
+  assert.match(texts.bash, /12345/);
+  const traced = getDebugLogs();
+  assert.deepEqual(traced.filter((e) => e.event === "start").map((e) => e.tool), ["bash", "read_file"]);
+  const bashEnd = traced.find((e) => e.tool === "bash" && e.event === "end");
+  assert.deepEqual(bashEnd.summary, { chars: texts.bash.length });
+  assert.equal(typeof bashEnd.duration_ms, "number");
+  assert.match(traced.find((e) => e.tool === "read_file" && e.event === "error").error, /^ENOENT: no such file or directory/);
+  clearDebugLogs();
   assert.deepEqual(getDebugLogs(), []);
 });

@@ -43,6 +43,23 @@ test("deadlineMs: \"5s\" names the field, the type and the value received, with 
   assert.equal(lines(e)[0], 'cave_run_deadline_invalid: deadlineMs must be a positive integer of milliseconds, received string "5s"');
   assert.equal(e.hint, "deadlineMs: 5000 (five seconds)");
   assert.doesNotMatch(e.message, /line 1 column/);
+
+  // Options are checked before the model is resolved, as in the reference (plain Errors before
+  // the run's try): the option error comes first, not the model's.
+  const unresolvable = agent({ id: "u", instructions: "i", model: "nope/no-such-model", sandbox: "host", tools: [] });
+  for (const [bad, code, first] of [
+    [{ deadlineMs: "5s" }, "cave_run_deadline_invalid", /^cave_run_deadline_invalid: deadlineMs must be/],
+    [{ maxCostUsd: -1 }, "cave_agent_definition_invalid", /^caveman agent: run maxCostUsd must be positive$/],
+  ]) {
+    const err = await run(unresolvable, "go", { ensureRuntime: false, ...bad }).catch((x) => x);
+    assert.equal(err.name, "Error", JSON.stringify(bad));
+    assert.equal(err.code, code);
+    assert.match(lines(err)[0], first);
+  }
+  // With good options the model's own error still arrives, as a run error.
+  const modelError = await run(unresolvable, "go", { ensureRuntime: false, deadlineMs: 5000 }).catch((x) => x);
+  assert.equal(modelError.name, "CavemanRunError");
+  assert.match(modelError.message, /unknown model "nope\/no-such-model"/);
 });
 
 test("shellTools: a file as workspace is refused at once; a missing one fails at first use with a hint (the reference creates it lazily)", async (t) => {

@@ -557,6 +557,17 @@ async function* runEvents(definition, content, options, quiet, input) {
     durable: prep.durableSpec,
   };
 
+  // Options first, as the reference does (plain Errors before the model is resolved): a bad
+  // `deadlineMs` is reported before a missing credential. The transcript is not needed for it.
+  const refused = native.checkRunOptions(JSON.stringify({ ...runSpec, input: [], history: [] }));
+  if (refused) {
+    options.signal?.removeEventListener("abort", onAbort);
+    commitConversation();
+    const error = new Error(refused.message);
+    error.code = refused.code;
+    throw withHint(error);
+  }
+
   let graph;
   try {
     graph = await buildGraph(definition, options, prep.rootDir, registry, true, prep.sandbox);

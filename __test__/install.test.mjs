@@ -56,10 +56,13 @@ test("deadlineMs: \"5s\" names the field, the type and the value received, with 
     assert.equal(err.code, code);
     assert.match(lines(err)[0], first);
   }
-  // With good options the model's own error still arrives, as a run error.
-  const modelError = await run(unresolvable, "go", { ensureRuntime: false, deadlineMs: 5000 }).catch((x) => x);
-  assert.equal(modelError.name, "CavemanRunError");
-  assert.match(modelError.message, /unknown model "nope\/no-such-model"/);
+  // With good options the model's own error still arrives, as a run error; so it does before a
+  // bad call cap, which the reference checks inside its try, after resolving the model.
+  for (const caps of [{ deadlineMs: 5000 }, { maxModelCalls: "10" }, { maxToolCalls: 0 }]) {
+    const modelError = await run(unresolvable, "go", { ensureRuntime: false, ...caps }).catch((x) => x);
+    assert.equal(modelError.name, "CavemanRunError", JSON.stringify(caps));
+    assert.match(modelError.message, /unknown model "nope\/no-such-model"/);
+  }
 });
 
 test("shellTools: a file as workspace is refused at once; a missing one fails at first use with a hint (the reference creates it lazily)", async (t) => {

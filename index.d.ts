@@ -708,6 +708,13 @@ export interface CatalogUsage {
  */
 export declare function checkProgramSource(code?: string | undefined | null): string | null
 
+/**
+ * Checks run options without running (`{ code, message }` of the refusal, or null): the JS layer
+ * asks before it resolves the model, because the reference validates options (plain Errors)
+ * before the model (a run error), so a bad `deadlineMs` is reported before a missing credential.
+ */
+export declare function checkRunOptions(optionsJson: string): BindingRunOutcome | null
+
 /** The limits the JS layer of `knap/code` needs, from `knap_core::limits` (one place). */
 export declare function codingLimits(): BindingCodingLimits
 

@@ -97,6 +97,12 @@ test("no credential: the reference's message, then how to run offline; exit 1 be
     assert.equal(many.status, 1);
     const badModel = cli(["--workspace", ws.root, "--model", "plain"]);
     assert.equal(badModel.stderr, "caveman-code: model must use provider/model format\n");
+    // An error whose message already has its hint line prints it once.
+    const file = ws.write("file.txt", "x");
+    const notDir = cli(["--workspace", file, "--observe-only"], { env: { ANTHROPIC_API_KEY: "a" } });
+    assert.equal(notDir.status, 1);
+    const after = notDir.stderr.slice(notDir.stderr.indexOf("cave_workspace_not_directory"));
+    assert.equal(after, `cave_workspace_not_directory: shellTools workspace ${JSON.stringify(file)} is not a directory\nhint: pass the directory the tools may work in (e.g. process.cwd())\n`);
   } finally {
     ws.cleanup();
   }

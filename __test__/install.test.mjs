@@ -8,7 +8,7 @@ import path from "node:path";
 import { z } from "zod";
 import * as z3 from "zod/v3";
 
-import { agent, run, shellTools, tool } from "../lib/index.mjs";
+import { agent, run, stream, shellTools, tool } from "../lib/index.mjs";
 import { resolveModel } from "../lib/models.mjs";
 import { fauxModel, scriptedStream } from "../lib/testing.mjs";
 import { createAgentTools, createGlobTool, createLocalSandbox, getDebugLogs, clearDebugLogs, reinitDebugMode, isDebugEnabled } from "../lib/ai-sdk/index.mjs";
@@ -43,6 +43,26 @@ test("deadlineMs: \"5s\" names the field, the type and the value received, with 
   assert.equal(lines(e)[0], 'cave_run_deadline_invalid: deadlineMs must be a positive integer of milliseconds, received string "5s"');
   assert.equal(e.hint, "deadlineMs: 5000 (five seconds)");
   assert.doesNotMatch(e.message, /line 1 column/);
+
+  // Options are checked before the model is resolved, as in the reference (plain Errors before
+  // the run's try): the option error comes first, not the model's.
+  const unresolvable = agent({ id: "u", instructions: "i", model: "nope/no-such-model", sandbox: "host", tools: [] });
+  for (const [bad, code, first] of [
+    [{ deadlineMs: "5s" }, "cave_run_deadline_invalid", /^cave_run_deadline_invalid: deadlineMs must be/],
+    [{ maxCostUsd: -1 }, "cave_agent_definition_invalid", /^caveman agent: run maxCostUsd must be positive$/],
+  ]) {
+    const err = await run(unresolvable, "go", { ensureRuntime: false, ...bad }).catch((x) => x);
+    assert.equal(err.name, "Error", JSON.stringify(bad));
+    assert.equal(err.code, code);
+    assert.match(lines(err)[0], first);
+  }
+  // With good options the model's own error still arrives, as a run error; so it does before a
+  // bad call cap, which the reference checks inside its try, after resolving the model.
+  for (const caps of [{ deadlineMs: 5000 }, { maxModelCalls: "10" }, { maxToolCalls: 0 }]) {
+    const modelError = await run(unresolvable, "go", { ensureRuntime: false, ...caps }).catch((x) => x);
+    assert.equal(modelError.name, "CavemanRunError", JSON.stringify(caps));
+    assert.match(modelError.message, /unknown model "nope\/no-such-model"/);
+  }
 });
 
 test("shellTools: a file as workspace is refused at once; a missing one fails at first use with a hint (the reference creates it lazily)", async (t) => {
@@ -62,6 +82,18 @@ test("shellTools: a file as workspace is refused at once; a missing one fails at
     return true;
   });
   assert.equal(shellTools({ workspace: ws.root }).length, 6);
+
+  // Inside a run the kernel dispatches natively: the model reads the same two lines.
+  const results = [];
+  const def = agent({ id: "m", instructions: "i", model: fauxModel(), sandbox: "host", tools: shellTools({ workspace: missing, tools: ["bash"] }) });
+  for await (const event of stream(def, "go", { model: fauxModel(), streamFn: scriptedStream([{ toolCalls: [{ name: "bash", args: { command: "ls" } }] }, { text: "done" }]) })) {
+    if (event.type === "pi" && event.event.type === "tool_execution_end") results.push(event.event);
+  }
+  assert.equal(results.length, 1);
+  assert.equal(results[0].isError, true);
+  const [first, second] = results[0].result.content[0].text.split("\n");
+  assert.equal(first, `ENOENT: no such file or directory, realpath '${missing}'`);
+  assert.match(second, /^hint: the workspace ".*" does not exist: create it/);
 });
 
 test("createLocalSandbox refuses unknown keys (workingDir) and a file as workingDirectory", (t) => {
@@ -156,6 +188,23 @@ test("KNAP_DEBUG=memory records tool calls with timings, and cache hits", async 
   assert.ok(ends.every((e) => typeof e.duration_ms === "number"));
   assert.ok(ends.some((e) => e.tool === "Read" && e.summary?.cache === "hit"));
   assert.deepEqual(logs.find((e) => e.tool === "bash" && e.event === "start").input, { command: "echo hi" });
+  clearDebugLogs();
+
+  // Inside a run the calls are traced from the run's events: the end line has the result's
+  // size, an error its message.
+  const def = agent({ id: "dbg", instructions: "i", model: fauxModel(), sandbox: "host", tools: shellTools({ workspace: ws.root, tools: ["bash", "read_file"] }) });
+  const script = [{ toolCalls: [{ name: "bash", args: { command: "printf 12345" } }] }, { toolCalls: [{ name: "read_file", args: { path: "missing.txt" } }] }, { text: "done" }];
+  const texts = {};
+  for await (const event of stream(def, "go", { model: fauxModel(), streamFn: scriptedStream(script) })) {
+    if (event.type === "pi" && event.event.type === "tool_execution_end") texts[event.event.toolName] = event.event.result.content[0].text;
+  }
+  assert.match(texts.bash, /12345/);
+  const traced = getDebugLogs();
+  assert.deepEqual(traced.filter((e) => e.event === "start").map((e) => e.tool), ["bash", "read_file"]);
+  const bashEnd = traced.find((e) => e.tool === "bash" && e.event === "end");
+  assert.deepEqual(bashEnd.summary, { chars: texts.bash.length });
+  assert.equal(typeof bashEnd.duration_ms, "number");
+  assert.match(traced.find((e) => e.tool === "read_file" && e.event === "error").error, /^ENOENT: no such file or directory/);
   clearDebugLogs();
   assert.deepEqual(getDebugLogs(), []);
 });

@@ -148,6 +148,31 @@ test("the synchronous part is bounded: a busy loop ends at 2 s with the vm timeo
   });
 });
 
+test("the whole cell is bounded: 120 s in all, then cave_program_timeout (clock mocked)", async (t) => {
+  const { exec } = setup(t);
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  let outcome;
+  const stop = new AbortController();
+  t.after(() => stop.abort()); // ends the cell if the timer never fired
+  exec("await new Promise(() => {})", stop.signal).then(
+    () => (outcome = "resolved"),
+    (e) => (outcome = e),
+  );
+  // The worker starts for real; give it time to be waiting on its promise.
+  await new Promise((resolve) => setImmediate(resolve));
+  t.mock.timers.tick(119_999);
+  for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(outcome, undefined, "still running just before 120 s");
+  t.mock.timers.tick(1);
+  // The failure waits for in-flight nested calls (none here) before rejecting.
+  for (let i = 0; i < 200 && outcome === undefined; i++) {
+    t.mock.timers.tick(10);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.equal(outcome?.code, "cave_program_timeout");
+  assert.equal(outcome?.message, "cave_program_timeout");
+});
+
 test("an over-long output keeps 12,288 bytes at each end around the reference's marker", async (t) => {
   const { exec } = setup(t);
   const out = await exec('print("h".repeat(20000) + "t".repeat(20000))');

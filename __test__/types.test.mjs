@@ -57,3 +57,19 @@ test("every type name bashkit 0.7.1 exports is imported from knap/ai-sdk by the 
   const imported = /import type \{([^}]*)\} from "knap\/ai-sdk"/.exec(fixture)[1].split(",").map((s) => s.trim()).filter(Boolean);
   assert.deepEqual(imported.sort(), expected.sort());
 });
+
+test("every value bashkit 0.7.1 exports is exported by knap/ai-sdk, except those its README lists as not provided", async () => {
+  const bashkit = fs.readFileSync(path.join(here, "..", "node_modules", "bashkit", "dist", "index.d.ts"), "utf8");
+  const values = [...bashkit.matchAll(/^export \{([^}]*)\}/gm)]
+    .flatMap((m) => m[1].split(","))
+    .map((s) => s.trim())
+    .filter((s) => s && !s.startsWith("type "))
+    .map((s) => s.split(/\s+as\s+/).at(-1));
+  assert.ok(values.length > 60, `bashkit's value exports: ${values.length}`);
+  const knap = await import("../lib/ai-sdk/index.mjs");
+  const missing = values.filter((name) => !(name in knap)).sort();
+  const readme = fs.readFileSync(path.join(here, "..", "lib", "ai-sdk", "README.md"), "utf8");
+  const paragraph = /Not provided: ([^(]*)\(/.exec(readme)?.[1] ?? "";
+  const documented = [...paragraph.matchAll(/`([A-Za-z]+)`/g)].map((m) => m[1]).sort();
+  assert.deepEqual(missing, documented);
+});

@@ -156,6 +156,14 @@ export function traced(tool, execute) {
 
 const runCalls = new Map();
 
+function runResultText(result) {
+  if (!Array.isArray(result?.content)) return result;
+  return result.content
+    .filter((part) => part?.type === "text" && typeof part.text === "string")
+    .map((part) => part.text)
+    .join("");
+}
+
 /** Traces the tool calls of a knap run from its event stream (`pi` tool_execution_start/end). */
 export function debugRunEvent(event) {
   if (state.mode === "off" || event?.type !== "pi") return;
@@ -166,7 +174,9 @@ export function debugRunEvent(event) {
     const call = runCalls.get(e.toolCallId);
     runCalls.delete(e.toolCallId);
     if (!call) return;
-    if (e.isError) debugError(call.id, e.toolName, typeof e.result === "string" ? e.result : JSON.stringify(e.result));
-    else debugEnd(call.id, e.toolName, { summary: summaryOf(e.result), duration_ms: Math.round(performance.now() - call.started) });
+    // A run's tool result is Pi's `{ content: [{ type: "text", text }], details }`: trace its text.
+    const text = runResultText(e.result);
+    if (e.isError) debugError(call.id, e.toolName, typeof text === "string" ? text : JSON.stringify(text));
+    else debugEnd(call.id, e.toolName, { summary: summaryOf(text), duration_ms: Math.round(performance.now() - call.started) });
   }
 }

@@ -593,6 +593,19 @@ async function* runEvents(definition, content, options, quiet, input) {
     entryPath: options.entryPath,
   };
 
+  // Options first, as the reference does (plain Errors before the model is resolved): a bad
+  // `deadlineMs` is reported before a missing credential. The transcript is not needed for it;
+  // the call caps are the reference's run errors (checked inside its try, after the model).
+  const early = { ...runSpec, input: [], history: [], maxModelCalls: undefined, maxToolCalls: undefined };
+  const refused = native.checkRunOptions(JSON.stringify(early));
+  if (refused) {
+    options.signal?.removeEventListener("abort", onAbort);
+    commitConversation();
+    const error = new Error(refused.message);
+    error.code = refused.code;
+    throw withHint(error);
+  }
+
   let graph;
   try {
     graph = await buildGraph(definition, options, prep.rootDir, registry, true, prep.sandbox);

@@ -1,7 +1,7 @@
 // The six workspace tools and the tool-policy evaluator, as plain JS objects over the Rust engine.
-import { existsSync, statSync } from "node:fs";
+import { statSync } from "node:fs";
 import { traced } from "./debug.mjs";
-import { native, codedError, withHint, abortError, cancelTokenFor, rethrowNative, askPolicy, deepFreeze } from "./native.mjs";
+import { native, codedError, abortError, cancelTokenFor, rethrowNative, askPolicy, deepFreeze } from "./native.mjs";
 import { isLocalExecutionBackend, nativeBackendFor } from "./backends.mjs";
 import { nativeSessionsFor } from "./command-session.mjs";
 
@@ -88,11 +88,8 @@ export function shellTools(options) {
       }
       if (!result.ok) {
         if (result.code === "ABORT_ERR") throw abortError(signal);
-        const error = codedError(result.code, result.message);
-        if (result.code === "ENOENT" && local && !existsSync(options.workspace)) {
-          withHint(error, `the workspace ${JSON.stringify(options.workspace)} does not exist: create it (fs.mkdirSync(dir, { recursive: true })) or pass an existing directory to shellTools()`);
-        }
-        throw error;
+        // A missing workspace's hint line comes from the core (knap_core::workspace).
+        throw codedError(result.code, result.message);
       }
       if (onOutput && result.label !== undefined) onOutput(result.label, result.text);
       return result.text;

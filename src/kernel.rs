@@ -1079,6 +1079,30 @@ impl NativeRun {
   }
 }
 
+/// A run's options, parsed and checked (limits, budget, compaction) as the run would.
+fn prepare_options(options_json: &str) -> std::result::Result<Prepared, Error> {
+  let options: RunOptionsSpec = serde_json::from_str(options_json).map_err(|e| {
+    // Name the field, the type it needs and the value received (serde's message names none).
+    serde_json::from_str::<Value>(options_json)
+      .ok()
+      .and_then(|v| knap_core::kernel::spec::explain_option_types(&v))
+      .unwrap_or_else(|| Error::coded(Code::RunOptionsInvalid, e))
+  })?;
+  Prepared::new(options)
+}
+
+/// Checks run options without running (`{ code, message }` of the refusal, or null): the JS layer
+/// asks before it resolves the model, because the reference validates options (plain Errors)
+/// before the model (a run error), so a bad `deadlineMs` is reported before a missing credential.
+#[napi]
+pub fn check_run_options(options_json: String) -> Option<BindingRunOutcome> {
+  prepare_options(&options_json).err().map(|e| BindingRunOutcome {
+    phase: "options".into(),
+    code: Some(e.code.to_string()),
+    message: Some(e.message),
+  })
+}
+
 async fn run_outcome(
   agent_json: String,
   options_json: String,
@@ -1095,25 +1119,15 @@ async fn run_outcome(
     Ok(a) => a,
     Err(e) => return refused(Error::coded(Code::AgentDefinitionInvalid, e)),
   };
-  let options: RunOptionsSpec = match serde_json::from_str(&options_json) {
-    Ok(o) => o,
-    Err(e) => {
-      // Name the field, the type it needs and the value received (serde's message names none).
-      let typed = serde_json::from_str::<Value>(&options_json)
-        .ok()
-        .and_then(|v| knap_core::kernel::spec::explain_option_types(&v));
-      return refused(typed.unwrap_or_else(|| Error::coded(Code::RunOptionsInvalid, e)));
-    }
+  let prepared = match prepare_options(&options_json) {
+    Ok(p) => p,
+    Err(e) => return refused(e),
   };
   let durable_options: Option<BindingDurable> = serde_json::from_str::<Value>(&options_json)
     .ok()
     .and_then(|v| v.get("durable").cloned())
     .filter(|d| !d.is_null())
     .and_then(|d| serde_json::from_value(d).ok());
-  let prepared = match Prepared::new(options) {
-    Ok(p) => p,
-    Err(e) => return refused(e),
-  };
   if let Some(m) = prepared.meter() {
     let _ = meter.set(m);
   }

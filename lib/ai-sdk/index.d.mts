@@ -430,13 +430,20 @@ export interface SubagentEventData {
   messages?: ModelMessage[];
 }
 
-export type BashTool = Tool<BashInput, BashOutput | BashError>;
-export type ReadTool = Tool<ReadInput, ReadOutput>;
-export type WriteTool = Tool<WriteInput, WriteOutput | WriteError>;
-export type EditTool = Tool<EditInput, EditOutput | EditError>;
-export type GlobTool = Tool<GlobInput, GlobOutput | GlobError>;
-export type GrepTool = Tool<GrepInput, GrepOutput>;
-export type PatchTool = Tool<PatchInput, PatchOutput | PatchError>;
+/**
+ * An AI SDK `Tool` whose `execute` is there (knap's tools always have one) and returns a
+ * Promise, so `await tools.Bash.execute(input, options)` type-checks under `strict` with no `?.`.
+ * Still assignable to `Tool` and `ToolSet`.
+ */
+export type ExecutableTool<I, O> = { execute: (input: I, options: ToolExecuteOptions) => Promise<O> } & Tool<I, O>;
+
+export type BashTool = ExecutableTool<BashInput, BashOutput | BashError>;
+export type ReadTool = ExecutableTool<ReadInput, ReadOutput>;
+export type WriteTool = ExecutableTool<WriteInput, WriteOutput | WriteError>;
+export type EditTool = ExecutableTool<EditInput, EditOutput | EditError>;
+export type GlobTool = ExecutableTool<GlobInput, GlobOutput | GlobError>;
+export type GrepTool = ExecutableTool<GrepInput, GrepOutput>;
+export type PatchTool = ExecutableTool<PatchInput, PatchOutput | PatchError>;
 
 // ---------------------------------------------------------------------------------------------
 // Configuration

@@ -112,8 +112,10 @@ export function runCli() {
       setTimeout(() => process.exit(), 200).unref();
     },
     (error) => {
-      process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-      if (error?.hint) process.stderr.write(`${error.hint}\n`);
+      const message = error instanceof Error ? error.message : String(error);
+      process.stderr.write(`${message}\n`);
+      // knap's errors carry their hint as a second message line already; the CLI's own as a property.
+      if (typeof error?.hint === "string" && !message.includes(error.hint)) process.stderr.write(`${error.hint}\n`);
       process.exitCode = 1;
     },
   );

@@ -71,6 +71,18 @@ export async function issueExample(): Promise<void> {
   }
 }
 
+export async function progress(): Promise<void> {
+  // README "Progress of a bash command", as written: knap's tools always have `execute`.
+  const { tools } = await createAgentTools(createLocalSandbox({ workingDirectory: "." }), {
+    tools: { Bash: { onProgress: ({ chunk }) => console.log(chunk) } },
+  });
+  const out = await tools.Bash.execute({ command: "for i in 1 2 3; do echo $i; sleep 1; done", description: "count" }, { toolCallId: "t1", messages: [] });
+  notAny(out, true);
+  const read = await tools.Read.execute({ file_path: "a.txt" }, { toolCallId: "t2", messages: [] });
+  notAny(read, true);
+  await generateText({ model, tools, prompt: "go" });
+}
+
 export async function seed(): Promise<void> {
   // The seed's API reference page, with knap/ai-sdk as the import.
   const sandbox = createLocalSandbox({ workingDirectory: "." });

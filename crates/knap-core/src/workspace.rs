@@ -105,7 +105,19 @@ impl Workspace {
       return Ok(root.clone());
     }
     let absolute = absolutize(&self.given);
-    let path = std::fs::canonicalize(&absolute).map_err(|e| ToolError::from_io(&e, "realpath", &absolute))?;
+    let path = std::fs::canonicalize(&absolute).map_err(|e| {
+      let error = ToolError::from_io(&e, "realpath", &absolute);
+      // The reference resolves the workspace lazily too (a raw ENOENT); say what to do, on
+      // every path that reaches it (direct calls, runs, the AI SDK sandbox, the exec server).
+      if e.kind() == std::io::ErrorKind::NotFound {
+        error.with_hint(format!(
+          "the workspace {:?} does not exist: create it (mkdir -p, or fs.mkdirSync(dir, {{ recursive: true }})) or pass an existing directory",
+          self.given.display().to_string()
+        ))
+      } else {
+        error
+      }
+    })?;
     let dir = open_path(&path, DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC)
       .map_err(|e| ToolError::from_io(&e, "open", &path))?;
     let root = Arc::new(Root { path, dir });
@@ -920,6 +932,11 @@ mod tests {
     let w = Workspace::new("/definitely/not/here/knap");
     let e = w.resolve("a").unwrap_err();
     assert_eq!(e.code, "ENOENT");
+    // The reference's line first, then what to do.
+    assert_eq!(
+      e.message,
+      "ENOENT: no such file or directory, realpath '/definitely/not/here/knap'\nhint: the workspace \"/definitely/not/here/knap\" does not exist: create it (mkdir -p, or fs.mkdirSync(dir, { recursive: true })) or pass an existing directory"
+    );
   }
 }
 

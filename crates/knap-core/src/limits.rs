@@ -172,6 +172,11 @@ pub const PROGRAM_SETTLE_MS: u64 = 1_000;
 /// After a composite tool's `execute` settles, its admitted nested calls get this long to
 /// settle before the container fails with `cave_program_nested_calls_unquiesced`.
 pub const NESTED_SETTLE_MS: u64 = 1_000;
+/// Streaming speculation: launches per cell, and launches running at once.
+pub const SPECULATION_MAX_LAUNCHES: u32 = 8;
+pub const SPECULATION_MAX_IN_FLIGHT: u32 = 4;
+/// A non-read tool's own body after its timeout: more than this → `cave_tool_effect_unquiesced`.
+pub const EFFECT_SETTLE_MS: u64 = 1_000;
 /// The cell's Worker: V8 heap and stack limits.
 pub const PROGRAM_WORKER_OLD_GENERATION_MB: u32 = 64;
 pub const PROGRAM_WORKER_YOUNG_GENERATION_MB: u32 = 16;

@@ -200,3 +200,31 @@ test("no speculation with speculate: false or in a durable run", async (t) => {
     assert.equal(log[0].parentToolCallId, "stream-1-0");
   }
 });
+
+test("a cell that fails while its claimed read still runs: the claim is aborted with the cell and the read is stopped", async () => {
+  const log = [];
+  let lookSignal;
+  const look = tool({
+    name: "look",
+    description: "look",
+    input: schema.object({ q: schema.string() }),
+    effect: "read",
+    speculative: true,
+    execute: ({ q }, signal) => {
+      log.push(q);
+      lookSignal = signal;
+      return new Promise((_resolve, reject) => signal.addEventListener("abort", () => reject(new Error("stopped")), { once: true }));
+    },
+  });
+  const runtime = createProgrammaticToolRuntime(hostAgent("failing-cell", [look]));
+  const { streamFn, seen } = streamingProvider([
+    { cell: ['const pending = look({"q": "slow"});\n', 'pending.catch(() => {});\nthrow new Error("boom");'] },
+    { text: "done" },
+  ]);
+  await run(runtime.definition, "go", { model: fauxModel(), streamFn });
+  const result = cellResult(seen);
+  assert.deepEqual([result.isError, result.content[0].text], [true, "cave_program_execution_failed:boom"]);
+  assert.deepEqual(log, ["slow"], "the read ran once, as the bet");
+  assert.equal(lookSignal.aborted, true, "the claimed read was stopped");
+  assert.deepEqual(runtime.stats(), { launched: 1, claimed: 1, missed: 0, abandoned: 0 });
+});

@@ -793,8 +793,30 @@ impl Level {
         if let Some(key) = key {
           self.shared.host.speculation(key, super::speculation::SpeculationCount::Claimed);
         }
-        bet.attach(reply);
-        return Ok(None);
+        // The claim settles with the bet, unless its own signal or its container aborts
+        // first (then the bet, now unwanted, is stopped too).
+        let signal = container.signal.clone();
+        return Ok(Some(Box::pin(async move {
+          let answer = tokio::select! {
+            _ = bet.settled() => bet.result().unwrap_or_else(|| Err(error_answer(Code::NestedToolAborted.as_str().to_string()))),
+            _ = abort.token().cancelled() => {
+              bet.stop();
+              Err(error_answer(abort.message()))
+            }
+            _ = signal.cancelled() => {
+              bet.stop();
+              Err(error_answer(Code::NestedToolAborted.as_str().to_string()))
+            }
+          };
+          NestedDone {
+            id: String::new(),
+            name,
+            tool,
+            out: Executed::error(String::new()),
+            reply: Some(reply),
+            answer: Some(answer),
+          }
+        })));
       }
       if let Some(key) = key {
         self.shared.host.speculation(key, super::speculation::SpeculationCount::Missed);
@@ -816,6 +838,7 @@ impl Level {
       tool: tool.clone(),
       out: Executed::error(message),
       reply: None,
+      answer: None,
     };
     let wallet = match self.check_nested(&tool, &args, &id, &container.tool_call_id).await {
       Ok(wallet) => wallet,
@@ -855,6 +878,7 @@ impl Level {
         tool,
         out,
         reply: Some(reply),
+        answer: None,
       }
     })))
   }
@@ -930,7 +954,11 @@ impl Level {
   /// Step 7: the outcome in the receipt, `nested_tool_end`, and the dispatch's answer.
   fn end_nested(&mut self, mut done: NestedDone) {
     let reply = done.reply.take();
-    let answer = self.finish_nested(done);
+    // A claim answers with its bet's outcome: the bet was accounted when it ran.
+    let answer = match done.answer.take() {
+      Some(answer) => answer,
+      None => self.finish_nested(done),
+    };
     if let Some(reply) = reply {
       reply.send(answer);
     }
@@ -944,7 +972,7 @@ impl Level {
       name,
       tool,
       out,
-      reply: _,
+      ..
     } = done;
     if out.is_error {
       self.accounting.receipt.record_error(&name);
@@ -967,16 +995,7 @@ impl Level {
       result: result.clone(),
     });
     if out.is_error {
-      let code = out
-        .text
-        .split(':')
-        .next()
-        .and_then(Code::parse)
-        .map(|c| c.as_str().to_string());
-      Err(super::host::HostError {
-        message: out.text,
-        code,
-      })
+      Err(error_answer(out.text))
     } else {
       Ok(result)
     }
@@ -1083,6 +1102,14 @@ pub(super) struct NestedDone {
   pub tool: ToolSpec,
   pub out: Executed,
   pub reply: Option<Reply>,
+  /// A claim of a speculative call: what the dispatch settles to, with no accounting of its own.
+  pub answer: Option<Result<Value, super::host::HostError>>,
+}
+
+/// What a failed `dispatch()` rejects with: the message, and its code when it starts with one.
+pub(super) fn error_answer(text: String) -> super::host::HostError {
+  let code = text.split(':').next().and_then(Code::parse).map(|c| c.as_str().to_string());
+  super::host::HostError { message: text, code }
 }
 
 pub(super) enum NestedRefusal {

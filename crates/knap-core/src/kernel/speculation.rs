@@ -25,7 +25,7 @@ use super::execute::Executed;
 use super::host::HostError;
 use super::level::{run_nested, Level, NestedDone, NestedRefusal};
 use super::message::AssistantMessage;
-use super::nested::{NestedAbort, Reply};
+use super::nested::NestedAbort;
 use super::result::RunFailure;
 use super::schema::stable_stringify;
 use super::spec::{AgentSpec, ToolRuntime, ToolSpec};
@@ -230,7 +230,6 @@ struct BetState {
   claimed: bool,
   abandoned: bool,
   result: Option<Result<Value, HostError>>,
-  waiters: Vec<Reply>,
 }
 
 impl Bet {
@@ -248,30 +247,18 @@ impl Bet {
     true
   }
 
-  /// Answers `reply` with the bet's outcome, now or when it settles.
-  pub fn attach(&self, reply: Reply) {
-    let mut s = self.lock();
-    match &s.result {
-      Some(result) => {
-        let result = result.clone();
-        drop(s);
-        reply.send(result);
-      }
-      None => s.waiters.push(reply),
-    }
+  /// The outcome, once settled: what a claim's `dispatch()` settles to.
+  pub fn result(&self) -> Option<Result<Value, HostError>> {
+    self.lock().result.clone()
   }
 
   fn settle(&self, result: Result<Value, HostError>) {
-    let waiters = {
+    {
       let mut s = self.lock();
       if s.result.is_some() {
         return;
       }
-      s.result = Some(result.clone());
-      std::mem::take(&mut s.waiters)
-    };
-    for w in waiters {
-      w.send(result.clone());
+      s.result = Some(result);
     }
     self.in_flight.fetch_sub(1, Ordering::SeqCst);
     self.settled.cancel();
@@ -510,6 +497,7 @@ impl Level {
       tool: tool.clone(),
       out,
       reply: None,
+      answer: None,
     };
     match self.check_nested(&tool, &l.args, &id, &l.provisional).await {
       Err(NestedRefusal::Blocked(message)) => {
@@ -611,6 +599,7 @@ impl Level {
         tool: bet.tool.clone(),
         out: Executed::error(Code::ProgramNestedCallsUnquiesced.as_str()),
         reply: None,
+        answer: None,
       };
       self.settle_bet(BetDone { bet: bet.clone(), done });
     }

@@ -541,7 +541,7 @@ impl Level {
     let Some(spec) = self.spec.as_mut() else {
       return;
     };
-    if !spec.ended.as_ref().is_some_and(|e| e.id == id) {
+    if spec.ended.as_ref().is_none_or(|e| e.id != id) {
       return;
     }
     let ended = spec.ended.take().expect("checked");

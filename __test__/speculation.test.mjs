@@ -9,10 +9,11 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
-import { run, stream, tool, schema, DiskDurableStore } from "../lib/index.mjs";
+import { run, stream, tool, schema, shellTools, DiskDurableStore } from "../lib/index.mjs";
 import { fauxModel } from "../lib/testing.mjs";
 import { createProgrammaticToolRuntime } from "../lib/programmatic-tools.mjs";
 import { collect, deferred, hostAgent } from "./run-helpers.mjs";
+import { tempWorkspace } from "./helpers.mjs";
 
 const usage = () => ({ input: 100, output: 10, cacheRead: 0, cacheWrite: 0, totalTokens: 110, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } });
 
@@ -227,4 +228,30 @@ test("a cell that fails while its claimed read still runs: the claim is aborted 
   assert.deepEqual(log, ["slow"], "the read ran once, as the bet");
   assert.equal(lookSignal.aborted, true, "the claimed read was stopped");
   assert.deepEqual(runtime.stats(), { launched: 1, claimed: 1, missed: 0, abandoned: 0 });
+});
+
+test("the shell tools' read_file and grep are launched natively while the cell streams; bash stops the scan", async (t) => {
+  const ws = tempWorkspace();
+  const shell = shellTools({ workspace: ws.root });
+  t.after(async () => {
+    await shell.close();
+    ws.cleanup();
+  });
+  ws.write("notes.txt", "alpha\nbeta\n");
+  const runtime = createProgrammaticToolRuntime(hostAgent("native-cells", shell));
+  const { streamFn, seen } = streamingProvider([
+    {
+      cell: [
+        'const [text, hits] = await Promise.all([read_file({"path": "notes.txt"}), grep({"pattern": "beta"})]);\n',
+        'const listing = await bash({"command": "ls"});\n',
+        'const again = await read_file({"path": "notes.txt", "offset": 2});\n',
+        "print(text.includes(\"alpha\"), hits.includes(\"notes.txt:2:beta\"), listing.includes(\"notes.txt\"), again.startsWith(\"2\\tbeta\"));",
+      ],
+    },
+    { text: "done" },
+  ]);
+  const result = await run(runtime.definition, "go", { model: fauxModel(), streamFn });
+  assert.equal(cellResult(seen).content[0].text, "true true true true");
+  assert.deepEqual(runtime.stats(), { launched: 2, claimed: 2, missed: 0, abandoned: 0 });
+  assert.deepEqual(result.toolCalls, ["read_file", "grep", "caveman_code", "bash", "read_file"]);
 });

@@ -126,8 +126,8 @@ pub struct SpeculationSite {
 /// Strings, template literals and comments are skipped; a site is the name (not preceded by
 /// an identifier character), `(`, one JSON object `JSON.parse` accepts, `)`, with any
 /// whitespace between. Its arguments are not checked here. Regular-expression literals are
-/// not recognised (a quote inside one can hide later sites, never invent a launch: a site
-/// still needs a complete JSON object and its `)`).
+/// not recognised: a quote inside one shifts the string state, which can hide later sites (a
+/// launch is only ever a fully admitted read, so a stray one costs a read, not an effect).
 pub fn speculation_sites(code: &str, launchable: &[&str], stops: &[&str]) -> Vec<SpeculationSite> {
   let b = code.as_bytes();
   let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80;

@@ -160,6 +160,7 @@ impl Level {
 
   /// A run failure with the partial receipt.
   pub fn fail(&mut self, error: Error) -> RunFailure {
+    self.stop_bets();
     self.accounting.finish_receipt(self.stop_reason());
     let receipt = std::mem::replace(
       &mut self.accounting.receipt,

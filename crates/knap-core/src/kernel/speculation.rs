@@ -220,6 +220,8 @@ pub(super) struct Bet {
   /// The container tool's host key (where `stats()` counts).
   container_key: Option<u32>,
   abort: Arc<NestedAbort>,
+  /// The call's own cancel token (a native tool's processes die with it).
+  cancel: CancellationToken,
   settled: CancellationToken,
   in_flight: Arc<AtomicU32>,
   state: Mutex<BetState>,
@@ -294,6 +296,7 @@ impl Bet {
   /// Stops a bet that still runs (claimed or not): its container is gone.
   pub fn stop(&self) {
     self.abort.abort(Some(Code::ProgramSpeculationAbandoned.as_str().to_string()));
+    self.cancel.cancel();
   }
 }
 
@@ -388,6 +391,15 @@ async fn next_in(running: &mut FuturesUnordered<BoxFuture<BetDone>>) -> BetDone 
 }
 
 impl Level {
+  /// The run fails: bets still running are stopped (their futures are dropped with the run).
+  pub(super) fn stop_bets(&self) {
+    if let Some(spec) = &self.spec {
+      for bet in spec.bets.iter().filter(|b| !b.is_settled()) {
+        bet.stop();
+      }
+    }
+  }
+
   fn count(&self, key: Option<u32>, kind: SpeculationCount) {
     if let Some(key) = key {
       self.shared.host.speculation(key, kind);
@@ -484,6 +496,7 @@ impl Level {
       tool: tool.clone(),
       container_key,
       abort: NestedAbort::new(),
+      cancel: self.shared.cancel.child_token(),
       settled: CancellationToken::new(),
       in_flight: l.in_flight,
       state: Mutex::default(),
@@ -514,7 +527,7 @@ impl Level {
         Err(self.fail(Error::bare(code)))
       }
       Ok(wallet) => {
-        let cancel = self.shared.cancel.child_token();
+        let cancel = bet.cancel.clone();
         let exec = self.dispatch(tool.clone(), usize::MAX, &id, l.args, wallet, cancel.clone(), Some(&l.provisional), Vec::new());
         let deadline = self.shared.deadline;
         let subagent = matches!(tool.runtime, ToolRuntime::Subagent { .. });

@@ -526,3 +526,47 @@ test("durable: nested calls are journaled under their own ids; a resumed contain
   await assert.rejects(run(effectful, "go", script("dur-2")), (e) => e.message.includes("cave_durable_tool_effect_uncertain:combo:scripted-1-0"));
   assert.deepEqual([containers.length, writes.length], [0, 0]);
 });
+
+// ---------- a non-read body after its timeout; the no-progress breaker and nested results ----------
+
+test("a non-read tool whose body outlives its timeout by 1 s is cave_tool_effect_unquiesced; one that stops in time is cave_tool_timeout", async () => {
+  const stubborn = plain("stubborn", "write", () => new Promise(() => {}), { timeoutMs: 30 });
+  const polite = plain("polite", "write", (_input, signal) => new Promise((_resolve, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true })), { timeoutMs: 30 });
+  // A write container whose own body ignores its abort.
+  const combo = tool({ name: "combo", description: "c", input: obj, effect: "write", nestedTools: [plain("noop", "read", () => "x")], timeoutMs: 30, execute: () => new Promise(() => {}) });
+  const { streamFn, calls } = recordingStream([
+    { toolCalls: [{ name: "stubborn", args: {} }, { name: "polite", args: {} }, { name: "combo", args: {} }] },
+    { text: "done" },
+  ]);
+  const result = await run(hostAgent("unquiesced-effects", [stubborn, polite, combo]), "go", { ...baseOptions([]), streamFn });
+  assert.deepEqual(toolResultsSeen(calls).map((r) => [r.name, r.text]), [
+    ["stubborn", "cave_tool_effect_unquiesced"],
+    ["polite", "cave_tool_timeout"],
+    ["combo", "cave_tool_effect_unquiesced"],
+  ]);
+  assert.equal(result.stopReason, "complete");
+});
+
+test("no-progress breaker: a container's successful nested write is progress, a denied one is not", async () => {
+  for (const [deny, expected, providerCalls] of [[false, "complete", 4], [true, "no_progress", 2]]) {
+    const put = plain("put", "write", () => "stored");
+    const combo = tool({
+      name: "combo",
+      description: "c",
+      input: obj,
+      effect: "idempotent",
+      nestedTools: [put],
+      allowRepeat: true,
+      execute: async (_input, _signal, context) => {
+        await context.dispatch("put", {}).catch(() => {});
+        return "same every time";
+      },
+    });
+    const same = { text: "again", toolCalls: [{ name: "combo", args: {} }] };
+    const { streamFn, calls } = recordingStream([same, same, same, { text: "end" }]);
+    const toolPolicy = (input) => (deny && input.name === "put" ? { deny: "frozen" } : undefined);
+    const result = await run(hostAgent("progress", [combo]), "go", { ...baseOptions([]), streamFn, toolPolicy, breakers: { noProgressTurns: 2, repeatedToolCalls: 10 } });
+    assert.equal(result.stopReason, expected, `deny ${deny}`);
+    assert.equal(calls.length, providerCalls);
+  }
+});

@@ -235,6 +235,31 @@ test("httpExecutionBackend: an aborted exec posts /cancel and returns the aborte
   assert.deepEqual(seen, [`${server.url}/exec`, `${server.url}/cancel`]);
 });
 
+test("httpExecutionBackend: a bad snapshot id, an over-cap /read, an empty or non-JSON body, a timeout that is rethrown without /cancel", async () => {
+  let snapshot = {};
+  const server = await fakeBackendServer(async (endpoint, body, _req, res) => {
+    if (endpoint === "snapshot") return snapshot;
+    if (endpoint === "read") return { data: Buffer.alloc(body.maxBytes * 2, 120).toString("base64") };
+    if (endpoint === "prepare") return res.writeHead(200).end("");
+    if (endpoint === "restore") return res.writeHead(200).end("not json");
+    if (endpoint === "exec") return new Promise(() => {}); // never answers
+    return {};
+  });
+  after(() => server.close());
+  const backend = httpExecutionBackend({ url: server.url, token: "t" });
+  for (const answer of [{}, { snapshotId: "" }, { snapshotId: 7 }]) {
+    snapshot = answer;
+    await assert.rejects(backend.snapshot(), { code: "cave_execution_backend_http_snapshot_invalid" }, JSON.stringify(answer));
+  }
+  // The body of a capped /read may hold at most ceil(maxBytes*4/3) + 4096 bytes.
+  await assert.rejects(backend.readFile("/w/a", { maxBytes: 10_000 }), { code: "cave_execution_backend_http_response_too_large" });
+  await backend.prepare();
+  await assert.rejects(backend.restore("s"), SyntaxError);
+  const request = { command: "sleep", args: [], cwd: "/w", env: {}, timeoutMs: 1000, maxOutputBytes: 10 };
+  await assert.rejects(backend.exec({ ...request, signal: AbortSignal.timeout(50) }), { name: "TimeoutError" });
+  assert.equal(server.requests.filter((r) => r.endpoint === "cancel").length, 0, "a timeout is not an abort: no /cancel");
+});
+
 /** A backend that lives in memory: files in a Map, commands answered by `answer`. */
 function memoryBackend(answer) {
   const files = new Map();

@@ -73,3 +73,30 @@ test("every value bashkit 0.7.1 exports is exported by knap/ai-sdk, except those
   const documented = [...paragraph.matchAll(/`([A-Za-z]+)`/g)].map((m) => m[1]).sort();
   assert.deepEqual(missing, documented);
 });
+
+test("knap/execution-backend and knap/command-session export the reference's 5 and 12 names, no more", (t) => {
+  let ts;
+  try {
+    ts = require("typescript");
+  } catch {
+    t.skip("typescript is not installed (npm ci installs it as a devDependency)");
+    return;
+  }
+  const lib = path.join(here, "..", "lib");
+  const files = ["execution-backend.d.mts", "command-session.d.mts"].map((f) => path.join(lib, f));
+  const program = ts.createProgram(files, {
+    strict: true,
+    noEmit: true,
+    types: [],
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2022,
+  });
+  const checker = program.getTypeChecker();
+  const names = (file) => checker.getExportsOfModule(checker.getSymbolAtLocation(program.getSourceFile(file))).map((s) => s.name).sort();
+  assert.deepEqual(names(files[0]), ["ExecRequest", "ExecResult", "ExecutionBackend", "httpExecutionBackend", "localExecutionBackend"]);
+  const sessions = names(files[1]);
+  assert.equal(sessions.length, 12, sessions.join(", "));
+  assert.deepEqual(sessions.filter((n) => !n.startsWith("CommandSession")), ["createCommandSessionRuntime"]);
+  assert.equal(sessions.filter((n) => n !== "CommandSessionState" && n.startsWith("CommandSession")).length, 10, "the ten CommandSession* interfaces");
+});

@@ -35,16 +35,14 @@ export interface ExecutionBackend {
   close?(): Promise<void>;
 }
 
-export interface HttpExecutionBackendOptions {
+/** This host: commands in their own process group (killed on timeout and abort), Node-style file errors. */
+export declare function localExecutionBackend(): ExecutionBackend;
+/** The client of the HTTP execution-backend protocol (`knap-exec-server` serves it). */
+export declare function httpExecutionBackend(options: {
   /** `https:`, or `http:` on a loopback host only. */
   url: string;
   /** Sent as `Authorization: Bearer <token>`. */
   token: string;
   /** Used instead of the global `fetch`. */
   fetch?: typeof fetch;
-}
-
-/** This host: commands in their own process group (killed on timeout and abort), Node-style file errors. */
-export declare function localExecutionBackend(): ExecutionBackend;
-/** The client of the HTTP execution-backend protocol (`knap-exec-server` serves it). */
-export declare function httpExecutionBackend(options: HttpExecutionBackendOptions): ExecutionBackend;
+}): ExecutionBackend;

@@ -13,7 +13,7 @@ export type ToolResultPolicy = "auto" | "inline" | "page" | "compress" | "exact_
 export type ShellToolName = "bash" | "read_file" | "grep" | "write_file" | "edit_file" | "read_tool_output";
 
 import type { ExecutionBackend } from "./execution-backend.mjs";
-export type { ExecRequest, ExecResult, ExecutionBackend, HttpExecutionBackendOptions } from "./execution-backend.mjs";
+export type { ExecRequest, ExecResult, ExecutionBackend } from "./execution-backend.mjs";
 export { localExecutionBackend, httpExecutionBackend } from "./execution-backend.mjs";
 
 export interface ShellToolsOptions {

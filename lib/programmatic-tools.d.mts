@@ -5,11 +5,13 @@ import type { AgentDefinition, StreamFn, Models } from "./index.mjs";
 export declare const PROGRAMMATIC_TOOL_NAME: "caveman_code";
 
 export interface ProgrammaticToolStats {
-  /** Speculative nested reads started while a cell streamed (knap does not launch any yet). */
+  /** Literal nested reads started while a cell streamed (non-durable runs only). */
   readonly launched: number;
+  /** Cell calls answered by such a launch instead of running again. */
   readonly claimed: number;
-  /** Claims that found no bet and ran the call normally. */
+  /** Claims that found no launch and ran the call normally. */
   readonly missed: number;
+  /** Launches no cell call claimed (aborted with `cave_program_speculation_abandoned` if still running). */
   readonly abandoned: number;
 }
 

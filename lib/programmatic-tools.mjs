@@ -8,10 +8,11 @@
 import { native, codedError } from "./native.mjs";
 import { tool, assertToolName } from "./definition.mjs";
 import { runCell, codingLimits } from "./program/cell.mjs";
+import { PROGRAM_CELLS } from "./program/speculation.mjs";
 
 export const PROGRAMMATIC_TOOL_NAME = "caveman_code";
-// The reference's internal pieces of this entry (speculative dispatch, error wrapping, metadata)
-// resolve and say they are not built.
+// The reference's internal pieces of this entry (the speculation scope's class, error wrapping,
+// metadata) resolve and say they are not exposed; the speculation itself is built (kernel).
 export { ProgrammaticSpeculationScope, createProgrammaticToolErrorWrapper, programmaticToolMetadata } from "./unsupported.mjs";
 
 const CORE = [
@@ -87,6 +88,8 @@ export function createProgrammaticToolRuntime(direct, options = {}) {
     speculativeTools: speculate ? tools.filter((t) => t.speculative).map((t) => t.name) : [],
     execute: (input, signal, context) => runCell(runtime, input?.code, signal, context),
   });
+  // The kernel streams this tool's calls with speculation (when on) and counts into `stats()`.
+  PROGRAM_CELLS.set(codeTool, runtime);
   const definition = Object.freeze({
     ...direct,
     instructions: instructions ?? programmaticToolInstructions(typeof direct.instructions === "string" ? direct.instructions : undefined, { toolName }),

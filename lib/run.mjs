@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import { native, askPolicy, codedError, deepFreeze, withHint } from "./native.mjs";
 import { debugRunEvent, isDebugEnabled } from "./debug.mjs";
 import { NATIVE_TOOL } from "./shell-tools.mjs";
+import { PROGRAM_CELLS, watchCellStream } from "./program/speculation.mjs";
 import { resolveModelCall } from "./models.mjs";
 import { callModel } from "./transport.mjs";
 import { storeRef, jsStoreHook } from "./durable.mjs";
@@ -127,7 +128,13 @@ async function buildGraph(definition, options, rootDir, registry, isRoot, sandbo
         if (nested.speculative === true) nestedSpec.speculative = true;
         spec.nestedTools.push(nestedSpec);
       }
-      if (tool.speculativeTools?.length) spec.speculativeTools = [...tool.speculativeTools];
+      if (tool.speculativeTools?.length) {
+        spec.speculativeTools = [...tool.speculativeTools];
+        // A programmatic cell with speculation on: its literal reads may start while it
+        // streams. Never in a durable run (a launch has no journal intent), so a durable
+        // run's definition is the same with speculation on or off.
+        if (PROGRAM_CELLS.get(tool)?.speculate && (options.durable === undefined || options.durable === null)) spec.speculationSource = "code";
+      }
     }
     tools.push(spec);
   }
@@ -384,7 +391,9 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
       context.messages.splice(prep.claim?.history?.length ?? 0, 0, { role: "user", content: prep.recall.prompt, timestamp: Date.now() });
     }
     const onEvent = !quiet && req.conversation === 1 ? (event) => events.push({ type: "pi", runId, event }) : undefined;
-    const message = await callModel({ model, context, options: callOptions, streamFn, onEvent });
+    // A speculation scope: the stream's first cell call is shown to the kernel as it grows.
+    const stream = req.speculate ? watchCellStream(streamFn, req.speculate, (index, name, code, endId) => settle(nativeRun.speculate(req.reply, index, name, code, endId))) : streamFn;
+    const message = await callModel({ model, context, options: callOptions, streamFn: stream, onEvent });
     conv.last = message;
     return message;
   };
@@ -515,6 +524,11 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
       },
       abortTool(callId) {
         toolAborts.get(callId)?.abort(new Error("cave_tool_timeout"));
+      },
+      // A programmatic runtime's stats(): launched / claimed / missed / abandoned.
+      speculation(key, count) {
+        const stats = PROGRAM_CELLS.get(registry.tools[key])?.stats;
+        if (stats && count in stats) stats[count] += 1;
       },
       output(toolset, label, text) {
         try {

@@ -3,7 +3,7 @@ import { statSync } from "node:fs";
 import { traced } from "./debug.mjs";
 import { native, codedError, abortError, cancelTokenFor, rethrowNative, askPolicy, deepFreeze } from "./native.mjs";
 import { isLocalExecutionBackend, nativeBackendFor } from "./backends.mjs";
-import { nativeSessionsFor } from "./command-session.mjs";
+import { nativeSessionsFor } from "./command-session-runtime.mjs";
 
 export const TOOL_POLICY_TIMEOUT_MS = native.TOOL_POLICY_TIMEOUT_MS;
 

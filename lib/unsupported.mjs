@@ -108,7 +108,12 @@ export const ObjectDurableStore = unsupportedClass("durable_store", "ObjectDurab
 // Claude Agent SDK runtime (`/claude`).
 export const runClaudeAgent = unsupported("claude", "runClaudeAgent", "@anthropic-ai/claude-agent-sdk's runtime bridge");
 
-// Programmatic-tool pieces knap/code does not build (speculative dispatch, error wrapping, metadata).
-export const ProgrammaticSpeculationScope = unsupportedClass("programmatic_tools", "ProgrammaticSpeculationScope", "speculative programmatic dispatch");
+// Programmatic-tool internals of the reference whose interfaces the notes do not describe. knap's
+// speculation scope exists, inside the kernel: createProgrammaticToolRuntime cells use it.
+export const ProgrammaticSpeculationScope = unsupportedClass(
+  "programmatic_tools",
+  "ProgrammaticSpeculationScope",
+  "the reference's internal scope interface (knap speculates for createProgrammaticToolRuntime cells inside its kernel)",
+);
 export const createProgrammaticToolErrorWrapper = unsupported("programmatic_tools", "createProgrammaticToolErrorWrapper", "the programmatic-tool error wrapper");
 export const programmaticToolMetadata = unsupported("programmatic_tools", "programmaticToolMetadata", "programmatic-tool metadata");

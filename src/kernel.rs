@@ -20,6 +20,7 @@ use knap_core::kernel::event::RunEvent;
 use knap_core::kernel::host::{Host, HostError, HostToolCall, ModelCall, NewContextInput, ToolSchema};
 use knap_core::kernel::local::{LocalExecutor, LocalHandle};
 use knap_core::kernel::nested::{NestedAbort, NestedInbox, NestedRequest};
+use knap_core::kernel::speculation::{SpeculationCount, SpeculationSink};
 use knap_core::kernel::route::{ModelRouter, RouteInput};
 use knap_core::kernel::message::{
   AssistantMessage, AssistantPart, Message, MessageUsage, Part, StopReason, TextPart, ThinkingPart, ToolCall,
@@ -68,7 +69,7 @@ pub struct BindingRunOutcome {
 #[napi(object, object_to_js = false)]
 pub struct BindingRunHooks {
   #[napi(
-    ts_type = "(request: { reply: number; conversation: number; modelKey: number; model?: string; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[] }) => void"
+    ts_type = "(request: { reply: number; conversation: number; modelKey: number; model?: string; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[]; speculate?: string[] }) => void"
   )]
   pub model: FunctionRef<Serde<ModelRequest>, ()>,
   #[napi(
@@ -112,6 +113,9 @@ pub struct BindingRunHooks {
   /// `budget.compaction.newContext`: answered with `replyTool(reply, seed)` or `replyError`.
   #[napi(ts_type = "(request: { reply: number; messages: object[]; generation: number; agentPath: string[] }) => void")]
   pub new_context: Option<FunctionRef<Serde<NewContextRequest>, ()>>,
+  /// A programmatic runtime's `stats()`: one `count` for the cell tool held under `key`.
+  #[napi(ts_type = "(key: number, count: \"launched\" | \"claimed\" | \"missed\" | \"abandoned\") => void")]
+  pub speculation: Option<FunctionRef<FnArgs<(u32, &'static str)>, ()>>,
 }
 
 /// A `newContext` call: the kernel's input and the reply id its seed comes back under.
@@ -144,6 +148,9 @@ pub struct ModelRequest {
   /// After a compaction: the context the provider sees from this call on.
   #[serde(skip_serializing_if = "Option::is_none")]
   context: Option<Vec<Message>>,
+  /// The cell tools whose first call's source the stream shows the kernel (`speculate`).
+  #[serde(skip_serializing_if = "Option::is_none")]
+  speculate: Option<Vec<String>>,
 }
 
 #[derive(Serialize)]
@@ -345,6 +352,7 @@ enum Out {
   ),
   Route(RouteInput, oneshot::Sender<std::result::Result<RouteReturn, String>>),
   AbortTool(u64),
+  Speculation(u32, &'static str),
   Output(u32, String, String),
   Delivered(u32),
   NewContext(NewContextRequest),
@@ -415,9 +423,13 @@ fn dropped() -> HostError {
   HostError::new("cave_internal: the run stopped waiting for this answer")
 }
 
+/// The speculation scope of each provider stream in flight, by its model reply id.
+type Sinks = Arc<Mutex<HashMap<u32, Arc<SpeculationSink>>>>;
+
 struct JsHost {
   outbox: Arc<Outbox>,
   replies: Arc<Replies>,
+  sinks: Sinks,
   policy: Option<Arc<dyn ToolPolicy>>,
   router: Option<Arc<dyn ModelRouter>>,
   inbox: Arc<NestedInbox>,
@@ -436,6 +448,11 @@ impl Host for JsHost {
   fn model_call(&self, call: ModelCall) -> BoxFuture<std::result::Result<AssistantMessage, HostError>> {
     let (tx, rx) = oneshot::channel();
     let reply = self.replies.wait(Waiting::Model(tx));
+    let speculate = call.speculation.map(|sink| {
+      let tools = sink.tools();
+      self.sinks.lock().unwrap_or_else(|e| e.into_inner()).insert(reply, sink);
+      tools
+    });
     self.outbox.push(Out::Model(ModelRequest {
       reply,
       conversation: call.conversation,
@@ -447,6 +464,7 @@ impl Host for JsHost {
       max_tokens: call.max_tokens,
       reasoning: call.reasoning,
       context: call.context,
+      speculate,
     }));
     Box::pin(async move { rx.await.unwrap_or_else(|_| Err(dropped())) })
   }
@@ -473,6 +491,10 @@ impl Host for JsHost {
 
   fn abort_tool(&self, call_id: u64) {
     self.outbox.push(Out::AbortTool(call_id));
+  }
+
+  fn speculation(&self, key: u32, count: SpeculationCount) {
+    self.outbox.push(Out::Speculation(key, count.as_str()));
   }
 
   fn on_output(&self, toolset: u32, label: &str, text: &str) {
@@ -688,6 +710,7 @@ pub struct NativeRun {
   executor: OnceLock<LocalExecutor<BindingRunOutcome>>,
   hooks: OnceLock<BindingRunHooks>,
   inbox: Arc<NestedInbox>,
+  sinks: Sinks,
   /// The `options.signal` of each pending `context.dispatch`, by reply id.
   nested_aborts: Arc<Mutex<HashMap<u32, Arc<NestedAbort>>>>,
   /// `RunOptions.controller`'s messages for this run (filled from JS, drained by the kernel).
@@ -724,6 +747,7 @@ impl NativeRun {
       executor: OnceLock::new(),
       hooks: OnceLock::new(),
       inbox: NestedInbox::new(),
+      sinks: Sinks::default(),
       nested_aborts: Arc::default(),
       meter: Arc::default(),
       queue: Arc::default(),
@@ -805,6 +829,7 @@ impl NativeRun {
       JsHost {
         outbox: self.outbox.clone(),
         replies: self.replies.clone(),
+        sinks: self.sinks.clone(),
         policy,
         router,
         inbox: self.inbox.clone(),
@@ -832,10 +857,31 @@ impl NativeRun {
     message: BindingAssistantMessage,
   ) -> Result<Option<BindingRunOutcome>> {
     self.turn(&env, || {
+      self.sinks.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
       if let Some(Waiting::Model(tx)) = self.replies.take(id) {
         let _ = tx.send(Ok(message.into()));
       }
     })
+  }
+
+  /// The source of model turn `id`'s first cell call (tool `name`, content index
+  /// `contentIndex`) as it streams; `endId` is the call's id once it is complete. The kernel
+  /// launches the literal read calls it finds (speculation); a turn without a scope ignores it.
+  #[napi]
+  pub fn speculate(
+    &self,
+    env: Env,
+    id: u32,
+    content_index: u32,
+    name: String,
+    code: String,
+    end_id: Option<String>,
+  ) -> Result<Option<BindingRunOutcome>> {
+    let sink = self.sinks.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned();
+    let Some(sink) = sink else {
+      return Ok(None);
+    };
+    self.turn(&env, || sink.observe(content_index, &name, &code, end_id.as_deref()))
   }
 
   /// Answers JS tool call `id` with its text result.
@@ -856,6 +902,7 @@ impl NativeRun {
         message: error.message,
         code: error.code,
       };
+      self.sinks.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
       match self.replies.take(id) {
         Some(Waiting::Model(tx)) => {
           let _ = tx.send(Err(e));
@@ -1017,6 +1064,10 @@ impl NativeRun {
         Out::AbortTool(id) => hooks.abort_tool.borrow_back(env).and_then(|f| f.call(id as f64)),
         Out::NewContext(request) => match &hooks.new_context {
           Some(f) => f.borrow_back(env).and_then(|f| f.call(Serde(request))),
+          None => Ok(()),
+        },
+        Out::Speculation(key, count) => match &hooks.speculation {
+          Some(h) => h.borrow_back(env).and_then(|f| f.call(FnArgs::from((key, count)))),
           None => Ok(()),
         },
         Out::Delivered(id) => match &hooks.delivered {

@@ -78,14 +78,14 @@ export function runCell(runtime, code, signal, context) {
       if (refused) return reply(id, false, refused);
       const tool = runtime.nested.get(name);
       if (!context || typeof context.dispatch !== "function") return reply(id, false, "cave_program_nested_dispatch_unavailable");
-      // A read with speculation on could claim a bet made while the cell streamed, until the
-      // cell's first non-read call. knap does not launch such bets yet, so every claim misses
-      // and the call runs normally.
+      // Until the cell's first non-read call, a speculative read claims the call the kernel
+      // may have launched while the cell streamed (the kernel counts hits and misses).
       if (tool.effect !== "read") sawNonRead = true;
-      else if (runtime.speculate && tool.speculative && !sawNonRead) runtime.stats.missed++;
+      const claim = runtime.speculate && tool.speculative === true && !sawNonRead;
       let dispatched;
       try {
-        dispatched = Promise.resolve(context.dispatch(name, JSON.parse(json), { signal: programAbort.signal }));
+        const options = claim ? { signal: programAbort.signal, claimSpeculation: true } : { signal: programAbort.signal };
+        dispatched = Promise.resolve(context.dispatch(name, JSON.parse(json), options));
       } catch (error) {
         dispatched = Promise.reject(error);
       }

@@ -124,6 +124,8 @@ codes! {
   NestedToolSandboxUnsupported => "cave_nested_tool_sandbox_unsupported",
   NestedToolAborted => "cave_nested_tool_aborted",
   ProgramNestedCallsUnquiesced => "cave_program_nested_calls_unquiesced",
+  ProgramSpeculationAbandoned => "cave_program_speculation_abandoned",
+  ToolEffectUnquiesced => "cave_tool_effect_unquiesced",
   // The policy.
   ToolPolicyFailed => "cave_tool_policy_failed",
   ToolPolicyDecisionInvalid => "cave_tool_policy_decision_invalid",

@@ -180,6 +180,11 @@ pub const SANDBOX_START_TIMEOUT_MS: u64 = 60_000;
 /// After a call's abort (its timeout, the run's abort) the worker's tool gets this long to
 /// settle; then its process group is killed. An aborted worker is never reused.
 pub const SANDBOX_ABORT_GRACE_MS: u64 = 1_000;
+/// Streaming speculation: launches per cell, and launches running at once.
+pub const SPECULATION_MAX_LAUNCHES: u32 = 8;
+pub const SPECULATION_MAX_IN_FLIGHT: u32 = 4;
+/// A non-read tool's own body after its timeout: more than this → `cave_tool_effect_unquiesced`.
+pub const EFFECT_SETTLE_MS: u64 = 1_000;
 /// The cell's Worker: V8 heap and stack limits.
 pub const PROGRAM_WORKER_OLD_GENERATION_MB: u32 = 64;
 pub const PROGRAM_WORKER_YOUNG_GENERATION_MB: u32 = 16;

@@ -77,7 +77,7 @@ impl ProgramTools {
     };
     let invalid = || ToolError::coded(format!("cave_program_tool_arguments_invalid:{name}"));
     let args: Value = serde_json::from_str(args_json).map_err(|_| invalid())?;
-    if !args.is_object() || !plain(&args) || !schema::validate(&tool.input, &args).is_empty() {
+    if !light_check(&tool.input, &args) {
       return Err(invalid());
     }
     if !tool.allow_repeat {
@@ -104,6 +104,97 @@ pub fn check_source(code: Option<&str>) -> Result<(), ToolError> {
     }
     _ => Err(ToolError::coded("cave_program_source_required")),
   }
+}
+
+/// The light check of a nested call's arguments (a cell's call, a speculative launch): a plain
+/// object that passes the tool's input schema.
+pub fn light_check(input: &Value, args: &Value) -> bool {
+  args.is_object() && plain(args) && schema::validate(input, args).is_empty()
+}
+
+/// A literal call `name(<JSON object>)` found in a cell's source while it streams.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpeculationSite {
+  /// Byte offset of the name in the source (stable while the source grows at its end).
+  pub offset: usize,
+  pub name: String,
+  pub args: Value,
+}
+
+/// The literal calls of `launchable` tools in `code`, in source order, up to the first name in
+/// `stops` (a non-read tool of the cell) or `tools[` (a computed call the scan cannot follow).
+/// Strings, template literals and comments are skipped; a site is the name (not preceded by
+/// an identifier character), `(`, one JSON object `JSON.parse` accepts, `)`, with any
+/// whitespace between. Its arguments are not checked here. Regular-expression literals are
+/// not recognised: a quote inside one shifts the string state, which can hide later sites (a
+/// launch is only ever a fully admitted read, so a stray one costs a read, not an effect).
+pub fn speculation_sites(code: &str, launchable: &[&str], stops: &[&str]) -> Vec<SpeculationSite> {
+  let b = code.as_bytes();
+  let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80;
+  let skip_ws = |mut i: usize| {
+    while i < b.len() && b[i].is_ascii_whitespace() {
+      i += 1;
+    }
+    i
+  };
+  let mut sites = Vec::new();
+  let mut i = 0;
+  while i < b.len() {
+    let c = b[i];
+    match c {
+      b'/' if b.get(i + 1) == Some(&b'/') => {
+        i = b[i..].iter().position(|&c| c == b'\n').map_or(b.len(), |p| i + p + 1);
+      }
+      b'/' if b.get(i + 1) == Some(&b'*') => {
+        i = code[i + 2..].find("*/").map_or(b.len(), |p| i + 2 + p + 2);
+      }
+      b'"' | b'\'' | b'`' => {
+        // To the closing quote; a backslash escapes the next byte.
+        let mut j = i + 1;
+        while j < b.len() && b[j] != c {
+          j += if b[j] == b'\\' { 2 } else { 1 };
+        }
+        i = j + 1;
+      }
+      _ if ident(c) && !c.is_ascii_digit() && (i == 0 || !ident(b[i - 1])) => {
+        let start = i;
+        while i < b.len() && ident(b[i]) {
+          i += 1;
+        }
+        let name = &code[start..i];
+        let after = skip_ws(i);
+        if name == "tools" && b.get(after) == Some(&b'[') {
+          break;
+        }
+        if stops.contains(&name) {
+          break;
+        }
+        if !launchable.contains(&name) || b.get(after) != Some(&b'(') {
+          continue;
+        }
+        let open = skip_ws(after + 1);
+        if b.get(open) != Some(&b'{') {
+          continue;
+        }
+        let mut values = serde_json::Deserializer::from_str(&code[open..]).into_iter::<Value>();
+        let Some(Ok(args)) = values.next() else {
+          continue;
+        };
+        let close = skip_ws(open + values.byte_offset());
+        if b.get(close) != Some(&b')') {
+          continue;
+        }
+        sites.push(SpeculationSite {
+          offset: start,
+          name: name.to_string(),
+          args,
+        });
+        i = close + 1;
+      }
+      _ => i += 1,
+    }
+  }
+  sites
 }
 
 /// No prototype-polluting keys anywhere, and integers within JavaScript's safe range.
@@ -309,5 +400,60 @@ mod tests {
     assert_eq!(out.len(), 2 * PROGRAM_OUTPUT_EDGE_BYTES + "\n... caveman_code output truncated (30000 bytes) ...\n".len());
     let exact = "y".repeat(PROGRAM_OUTPUT_MAX_BYTES);
     assert_eq!(cap_cell_output(&exact), exact);
+  }
+
+  #[test]
+  fn speculation_sites_are_literal_json_calls_outside_strings_and_comments() {
+    let sites = |code: &str| -> Vec<(usize, String, Value)> {
+      speculation_sites(code, &["read_file", "grep"], &["bash", "write_file"])
+        .into_iter()
+        .map(|s| (s.offset, s.name, s.args))
+        .collect()
+    };
+    let code = r#"const [a, b] = await Promise.all([read_file({"path": "a.txt"}), tools.grep ( { "pattern": "x" } )]);"#;
+    assert_eq!(
+      sites(code),
+      [
+        (code.find("read_file").unwrap(), "read_file".to_string(), json!({"path": "a.txt"})),
+        (code.find("grep").unwrap(), "grep".to_string(), json!({"pattern": "x"})),
+      ]
+    );
+    // Not JSON, not an object, another argument, an identifier that only ends with the name.
+    for code in [
+      r#"read_file({path: "a"})"#,
+      r#"read_file("a")"#,
+      r#"read_file({"path": "a"}, 1)"#,
+      r#"my_read_file({"path": "a"})"#,
+      r#"read_file({"path": "a"}"#,
+      r#"// read_file({"path": "a"})"#,
+      r#"/* read_file({"path": "a"}) */"#,
+      r#"const s = 'read_file({"path": "a"})';"#,
+      r#"const s = `read_file({"path": "a"})`;"#,
+      r#"const s = "\"read_file({\"path\": \"a\"})";"#,
+    ] {
+      assert!(sites(code).is_empty(), "{code}");
+    }
+    // A later site after a string that contains a quote and a comment.
+    assert_eq!(sites("const q = \"it's\"; // read_file(\nread_file({\"path\": \"b\"})").len(), 1);
+  }
+
+  #[test]
+  fn the_scan_stops_at_a_non_read_tool_or_a_computed_call() {
+    let names = |code: &str| -> Vec<String> {
+      speculation_sites(code, &["read_file"], &["bash"]).into_iter().map(|s| s.args["path"].to_string()).collect()
+    };
+    assert_eq!(names(r#"read_file({"path": "a"}); await bash({"command": "x"}); read_file({"path": "b"})"#), [r#""a""#]);
+    assert_eq!(names(r#"read_file({"path": "a"}); tools["read_file"]({"path": "c"}); read_file({"path": "b"})"#), [r#""a""#]);
+    // Only as a name: inside a string it does not stop the scan.
+    assert_eq!(names(r#"print("bash"); read_file({"path": "b"})"#), [r#""b""#]);
+  }
+
+  #[test]
+  fn the_light_check_is_the_cells_argument_check() {
+    let input = json!({"type":"object","properties":{"path":{"type":"string"}},"required":["path"]});
+    assert!(light_check(&input, &json!({"path": "a"})));
+    assert!(!light_check(&input, &json!({"path": 1})));
+    assert!(!light_check(&input, &json!({"path": "a", "constructor": {}})));
+    assert!(!light_check(&input, &json!([1])));
   }
 }

@@ -188,6 +188,8 @@ impl Level {
       }
     }
     let index = c.tool.expect("the chain blocks undeclared tools");
+    // Step 14, composite activation: a cell streamed with speculation takes its bets.
+    self.activate(c.id, index, &c.args);
     if let Some(policy) = self.shared.host.policy() {
       let input = PolicyInput {
         run_id: self.run_id.clone(),

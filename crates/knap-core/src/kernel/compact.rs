@@ -344,6 +344,7 @@ impl Level {
       max_tokens: Some(options.summary_max_tokens),
       reasoning: None,
       context: None,
+      speculation: None,
     };
     let cancel = self.shared.cancel.clone();
     let reply = tokio::select! {

@@ -20,7 +20,7 @@ use super::spec::{ToolRuntime, ToolSpec};
 use crate::code::{Code, Error};
 use crate::durable::canonical::child_path;
 use crate::durable::record::ToolIdentity;
-use crate::limits::{INLINE_TOOL_RESULT_MAX_BYTES, NESTED_SETTLE_MS, TOOL_RESULT_MAX_BYTES};
+use crate::limits::{EFFECT_SETTLE_MS, INLINE_TOOL_RESULT_MAX_BYTES, NESTED_SETTLE_MS, TOOL_RESULT_MAX_BYTES};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -85,6 +85,8 @@ pub(super) struct ExecContext {
   pub link: Option<mpsc::UnboundedSender<Routed>>,
   /// The tool's index in the calling level's tools (a container's identity there).
   pub index: usize,
+  /// A cell's activated speculative calls (its claims take them).
+  pub bets: Vec<Arc<super::speculation::Bet>>,
 }
 
 /// Journals the intent (unless re-driving a recorded one), runs the call, journals the outcome.
@@ -165,7 +167,7 @@ impl Drop for SubagentSlot<'_> {
 
 /// Executes one admitted call. Never fails: errors become error results the model reads.
 pub(super) async fn execute(
-  ctx: ExecContext,
+  mut ctx: ExecContext,
   tool: &ToolSpec,
   args: Value,
   tool_call_id: String,
@@ -204,7 +206,8 @@ pub(super) async fn execute(
       let inbox = ctx.shared.host.nested_inbox().filter(|_| tool.is_composite() && !ctx.nested);
       let container = match (&inbox, &ctx.link) {
         (Some(inbox), Some(tx)) => {
-          let c = Container::new(tool_call_id.clone(), ctx.index, ctx.cancel.child_token());
+          let bets = std::mem::take(&mut ctx.bets);
+          let c = Container::with_bets(tool_call_id.clone(), ctx.index, ctx.cancel.child_token(), bets);
           inbox.open(call_id, tx.clone(), c.clone());
           Some((inbox.clone(), c))
         }
@@ -220,22 +223,37 @@ pub(super) async fn execute(
         composite: container.is_some(),
         nested: ctx.nested,
       };
-      let call = ctx.shared.host.tool_call(call);
+      let mut call = ctx.shared.host.tool_call(call);
       let cancel = ctx.cancel.clone();
       let abortable = ctx.nested;
-      let answered = tokio::select! {
-        r = tokio::time::timeout(timeout, call) => r.map_err(|_| Code::ToolTimeout),
+      let mut answered = tokio::select! {
+        r = tokio::time::timeout(timeout, &mut call) => r.map_err(|_| Code::ToolTimeout),
         _ = cancel.cancelled(), if abortable => Err(Code::NestedToolAborted),
       };
+      if matches!(answered, Err(Code::ToolTimeout)) && !ctx.nested && tool.effect != "read" {
+        // A non-read body is told to stop and gets a bounded time to settle: an effect still
+        // running after that is reported, not silently left behind.
+        ctx.shared.host.abort_tool(call_id);
+        if tokio::time::timeout(Duration::from_millis(EFFECT_SETTLE_MS), &mut call).await.is_err() {
+          answered = Err(Code::ToolEffectUnquiesced);
+        }
+      }
+      drop(call);
       if let Some((inbox, c)) = &container {
         // `dispatch` closes once `execute` settles; what it admitted gets a bounded time to
-        // settle, then is aborted with the container.
+        // settle, then is aborted with the container. Bets the cell did not claim are
+        // abandoned now.
         inbox.close(call_id);
+        for key in c.abandon_unclaimed().into_iter().flatten() {
+          ctx.shared.host.speculation(key, super::speculation::SpeculationCount::Abandoned);
+        }
         if answered.is_err() {
           c.signal.cancel();
+          c.stop_bets();
         }
         if !c.quiesced(Duration::from_millis(NESTED_SETTLE_MS)).await {
           c.signal.cancel();
+          c.stop_bets();
           return Executed::failed(Error::bare(Code::ProgramNestedCallsUnquiesced));
         }
       }

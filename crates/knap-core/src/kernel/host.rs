@@ -12,6 +12,7 @@ use super::controller::QueueKind;
 use super::event::RunEvent;
 use super::message::{AssistantMessage, Message, UserMessage};
 use super::nested::NestedInbox;
+use super::speculation::{SpeculationCount, SpeculationSink};
 use crate::exec::BoxFuture;
 use crate::policy::ToolPolicy;
 use crate::tools::ShellTools;
@@ -65,6 +66,10 @@ pub struct ModelCall {
   /// After a compaction: the whole context the provider sees from this call on (`append` already
   /// folded in). The host keeps its full transcript and appends later messages to this one.
   pub context: Option<Vec<Message>>,
+  /// The speculation scope of this provider stream: the host shows it the source of the
+  /// stream's first cell call as it grows ([`SpeculationSink::observe`]). `None`: the agent
+  /// has no cell tool with speculation on.
+  pub speculation: Option<Arc<SpeculationSink>>,
 }
 
 /// What `budget.compaction.newContext` is asked with: the window being closed (the context the
@@ -131,6 +136,8 @@ pub trait Host: Send + Sync {
   fn nested_inbox(&self) -> Option<Arc<NestedInbox>> {
     None
   }
+  /// A programmatic runtime's `stats()` count for the container tool held under `key`.
+  fn speculation(&self, _key: u32, _count: SpeculationCount) {}
   /// `RunOptions.modelRouter`; `None` when the run has none.
   fn router(&self) -> Option<Arc<dyn super::route::ModelRouter>> {
     None

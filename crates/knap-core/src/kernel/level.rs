@@ -52,8 +52,11 @@ pub(super) struct Level {
   nested_tx: mpsc::UnboundedSender<Routed>,
   nested_rx: Option<mpsc::UnboundedReceiver<Routed>>,
   /// Calls of the turn in progress that the fan-out breaker counts: non-container calls and
-  /// nested calls (containers are capped by their own count).
-  turn_calls: u32,
+  /// nested calls, speculative launches during the turn's stream included (containers are
+  /// capped by their own count).
+  pub(super) turn_calls: u32,
+  /// Streaming speculation of a programmatic cell tool's reads (none on a durable run).
+  pub(super) spec: Option<super::speculation::Speculation>,
   /// Set on a root run whose budget compacts (`onExhausted: "compact"`).
   pub compaction: Option<super::compact::CompactionState>,
   /// Set on the root run: `RunOptions.modelRouter`, or the image-input check without one.
@@ -83,7 +86,13 @@ impl Level {
     let journaled = root && shared.durable.is_some();
     let receipt = Receipt::new(&run_id, &agent.id);
     let (nested_tx, nested_rx) = mpsc::unbounded_channel();
+    let spec = shared
+      .durable
+      .is_none()
+      .then(|| super::speculation::Speculation::new(&agent))
+      .flatten();
     Self {
+      spec,
       nested_tx,
       nested_rx: Some(nested_rx),
       turn_calls: 0,
@@ -155,6 +164,7 @@ impl Level {
 
   /// A run failure with the partial receipt.
   pub fn fail(&mut self, error: Error) -> RunFailure {
+    self.stop_bets();
     self.accounting.finish_receipt(self.stop_reason());
     let receipt = std::mem::replace(
       &mut self.accounting.receipt,
@@ -272,6 +282,7 @@ impl Level {
         return Err(self.fail(e));
       }
     }
+    self.settle_speculation().await;
     self.emit_pi(|| PiEvent::AgentEnd);
     self.finish(started)
   }
@@ -384,6 +395,8 @@ impl Level {
 
   /// Admission for a provider call, the call, and its accounting; `Ok(false)` is a graceful stop.
   async fn model_turn(&mut self, system: &str) -> Result<bool, RunFailure> {
+    // Bets of the last turn that were not claimed end before the next provider call.
+    self.settle_speculation().await;
     if self.shared.cancel.is_cancelled() {
       return Err(self.fail(aborted()));
     }
@@ -473,6 +486,10 @@ impl Level {
       self.emit_pi(|| PiEvent::TurnStart);
     }
     let first = std::mem::replace(&mut self.transcript.first_call, false);
+    // The fan-out breaker counts this turn's calls from its stream on (speculative launches).
+    self.turn_calls = 0;
+    let run_id = self.run_id.clone();
+    let speculation = self.spec.as_mut().map(|s| s.open_stream(&run_id));
     let call = ModelCall {
       conversation: self.transcript.conversation,
       model_key: self.agent.model.key,
@@ -483,12 +500,18 @@ impl Level {
       max_tokens,
       reasoning: self.agent.reasoning.clone(),
       context: self.transcript.take_replaced(),
+      speculation,
     };
     let cancel = self.shared.cancel.clone();
     let asked = Instant::now();
-    let reply = tokio::select! {
-      r = self.shared.host.model_call(call) => r,
-      _ = cancel.cancelled() => return Err(self.fail(aborted())),
+    let reply = if self.spec.is_some() {
+      let call = self.shared.host.model_call(call);
+      self.await_streaming(call).await?
+    } else {
+      tokio::select! {
+        r = self.shared.host.model_call(call) => r,
+        _ = cancel.cancelled() => return Err(self.fail(aborted())),
+      }
     };
     super::stats::model_call(asked.elapsed());
     let message = match reply {
@@ -546,7 +569,6 @@ impl Level {
     rx: &mut mpsc::UnboundedReceiver<Routed>,
   ) -> Result<Vec<ToolResultMessage>, RunFailure> {
     let mut results = Vec::new();
-    self.turn_calls = 0;
     let mut turn_containers = 0u32;
     // Pi agent-core: one sequential (non-read) tool in the turn makes the whole batch sequential;
     // otherwise every call is admitted in order, then all execute concurrently.
@@ -605,7 +627,9 @@ impl Level {
           };
           let tool = self.agent.tools[*index].clone();
           let cancel = self.shared.cancel.child_token();
-          let future = self.dispatch(tool, *index, &call.id, args.clone(), wallet.clone(), cancel, None);
+          // A cell's activated bets go with it: its claims take them.
+          let bets = self.spec.as_mut().map(|s| s.take_activated(&call.id)).unwrap_or_default();
+          let future = self.dispatch(tool, *index, &call.id, args.clone(), wallet.clone(), cancel, None, bets);
           Some(async move {
             let started = Instant::now();
             let out = future.await;
@@ -622,6 +646,7 @@ impl Level {
           biased;
           Some(done) = nested.next(), if !nested.is_empty() => Step::NestedDone(done),
           Some(routed) = rx.recv() => Step::Dispatch(routed),
+          done = super::speculation::next_bet(&mut self.spec) => Step::BetDone(done),
           next = running.next() => match next {
             Some((k, out)) => Step::Call(k, out),
             None => break,
@@ -629,6 +654,7 @@ impl Level {
         };
         match step {
           Step::NestedDone(done) => self.end_nested(done),
+          Step::BetDone(done) => self.settle_bet(done),
           Step::Dispatch(routed) => {
             if let Some(f) = self.admit_nested(routed).await? {
               nested.push(f);
@@ -652,6 +678,7 @@ impl Level {
         }
         self.note_tool_result(out.is_error);
         let tool = self.find_tool(&call.name).map(|i| &self.agent.tools[i]);
+        self.breakers.observe_call(&call.name, tool, &out.text, out.is_error);
         let value = out.result_value(tool);
         if let Some(child) = out.child {
           self.accounting.add_child(child);
@@ -683,7 +710,7 @@ impl Level {
   /// journal without running), plain otherwise. `index` is the tool's place in this run's tools
   /// (a container's identity for its dispatches); `parent` is a nested call's container id.
   #[allow(clippy::too_many_arguments)]
-  fn dispatch(
+  pub(super) fn dispatch(
     &self,
     tool: ToolSpec,
     index: usize,
@@ -692,6 +719,7 @@ impl Level {
     wallet: Option<Meter>,
     cancel: CancellationToken,
     parent: Option<&str>,
+    bets: Vec<Arc<super::speculation::Bet>>,
   ) -> BoxFuture<Executed> {
     let nested = parent.is_some();
     let mut ctx = ExecContext {
@@ -705,6 +733,7 @@ impl Level {
       parent: parent.map(str::to_string),
       link: (!nested).then(|| self.nested_tx.clone()),
       index,
+      bets,
     };
     let Some(d) = self.shared.durable.clone() else {
       let id = id.to_string();
@@ -764,8 +793,41 @@ impl Level {
         reply.send(Err(coded(e.code, e.message)));
         return Ok(None);
       }
-      // knap launches no speculative calls yet, so a claim never finds a bet: it misses, and
-      // the call runs normally (the reference's `missed` path).
+      // The first unclaimed bet of the container with this name and canonical arguments
+      // answers the dispatch: no new event, receipt entry or policy call. Else the call runs.
+      let key = self.container_key(container.tool);
+      if let Some(bet) = container.claim(&name, &super::schema::stable_stringify(&args)) {
+        if let Some(key) = key {
+          self.shared.host.speculation(key, super::speculation::SpeculationCount::Claimed);
+        }
+        // The claim settles with the bet, unless its own signal or its container aborts
+        // first (then the bet, now unwanted, is stopped too).
+        let signal = container.signal.clone();
+        return Ok(Some(Box::pin(async move {
+          let answer = tokio::select! {
+            _ = bet.settled() => bet.result().unwrap_or_else(|| Err(error_answer(Code::NestedToolAborted.as_str().to_string()))),
+            _ = abort.token().cancelled() => {
+              bet.stop();
+              Err(error_answer(abort.message()))
+            }
+            _ = signal.cancelled() => {
+              bet.stop();
+              Err(error_answer(Code::NestedToolAborted.as_str().to_string()))
+            }
+          };
+          NestedDone {
+            id: String::new(),
+            name,
+            tool,
+            out: Executed::error(String::new()),
+            reply: Some(reply),
+            answer: Some(answer),
+          }
+        })));
+      }
+      if let Some(key) = key {
+        self.shared.host.speculation(key, super::speculation::SpeculationCount::Missed);
+      }
     }
     let n = self.shared.next_nested.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let id = format!("{}:nested:{n}", container.tool_call_id);
@@ -783,6 +845,7 @@ impl Level {
       tool: tool.clone(),
       out: Executed::error(message),
       reply: None,
+      answer: None,
     };
     let wallet = match self.check_nested(&tool, &args, &id, &container.tool_call_id).await {
       Ok(wallet) => wallet,
@@ -809,6 +872,7 @@ impl Level {
       wallet,
       cancel.clone(),
       Some(&container.tool_call_id),
+      Vec::new(),
     );
     let deadline = self.shared.deadline;
     let subagent = matches!(tool.runtime, ToolRuntime::Subagent { .. });
@@ -821,13 +885,14 @@ impl Level {
         tool,
         out,
         reply: Some(reply),
+        answer: None,
       }
     })))
   }
 
   /// Step 5 of `dispatchNestedTool`: the checks in the reference's order, then the policy
   /// (with `parentToolCallId`), then a subagent's own checks. `Ok` is a subagent's wallet.
-  async fn check_nested(
+  pub(super) async fn check_nested(
     &mut self,
     tool: &ToolSpec,
     args: &Value,
@@ -894,18 +959,33 @@ impl Level {
   }
 
   /// Step 7: the outcome in the receipt, `nested_tool_end`, and the dispatch's answer.
-  fn end_nested(&mut self, done: NestedDone) {
+  fn end_nested(&mut self, mut done: NestedDone) {
+    let reply = done.reply.take();
+    // A claim answers with its bet's outcome: the bet was accounted when it ran.
+    let answer = match done.answer.take() {
+      Some(answer) => answer,
+      None => self.finish_nested(done),
+    };
+    if let Some(reply) = reply {
+      reply.send(answer);
+    }
+  }
+
+  /// A nested call's outcome in the receipt, the breakers and `nested_tool_end`; returns what
+  /// its `dispatch()` settles to.
+  pub(super) fn finish_nested(&mut self, done: NestedDone) -> Result<Value, super::host::HostError> {
     let NestedDone {
       id,
       name,
       tool,
       out,
-      reply,
+      ..
     } = done;
     if out.is_error {
       self.accounting.receipt.record_error(&name);
     }
     self.note_tool_result(out.is_error);
+    self.breakers.observe_call(&name, Some(&tool), &out.text, out.is_error);
     let result = if out.is_error {
       Value::String(out.text.clone())
     } else {
@@ -921,21 +1001,10 @@ impl Level {
       is_error: out.is_error,
       result: result.clone(),
     });
-    if let Some(reply) = reply {
-      reply.send(if out.is_error {
-        let code = out
-          .text
-          .split(':')
-          .next()
-          .and_then(Code::parse)
-          .map(|c| c.as_str().to_string());
-        Err(super::host::HostError {
-          message: out.text,
-          code,
-        })
-      } else {
-        Ok(result)
-      });
+    if out.is_error {
+      Err(error_answer(out.text))
+    } else {
+      Ok(result)
     }
   }
 
@@ -1028,20 +1097,29 @@ impl Level {
 /// One step of a batch's tool loop.
 enum Step {
   NestedDone(NestedDone),
+  BetDone(super::speculation::BetDone),
   Dispatch(Routed),
   Call(usize, Executed),
 }
 
 /// A nested call that ended (or was refused after it started).
 pub(super) struct NestedDone {
-  id: String,
-  name: String,
-  tool: ToolSpec,
-  out: Executed,
-  reply: Option<Reply>,
+  pub id: String,
+  pub name: String,
+  pub tool: ToolSpec,
+  pub out: Executed,
+  pub reply: Option<Reply>,
+  /// A claim of a speculative call: what the dispatch settles to, with no accounting of its own.
+  pub answer: Option<Result<Value, super::host::HostError>>,
 }
 
-enum NestedRefusal {
+/// What a failed `dispatch()` rejects with: the message, and its code when it starts with one.
+pub(super) fn error_answer(text: String) -> super::host::HostError {
+  let code = text.split(':').next().and_then(Code::parse).map(|c| c.as_str().to_string());
+  super::host::HostError { message: text, code }
+}
+
+pub(super) enum NestedRefusal {
   /// The call ends as an error with this message; the run goes on.
   Blocked(String),
   /// The policy failed: the run ends.
@@ -1060,7 +1138,7 @@ fn settled_value(tool: &ToolSpec, text: &str) -> Value {
 /// Step 6 of `dispatchNestedTool`: waits for the container's order, re-checks the abort and
 /// the deadline just before running, then runs the call under its abort (the container's
 /// signal, the dispatch's own `signal`).
-async fn run_nested(
+pub(super) async fn run_nested(
   exec: BoxFuture<Executed>,
   waits: Vec<CancellationToken>,
   abort: &NestedAbort,

@@ -22,6 +22,7 @@ pub mod route;
 mod run;
 pub mod schema;
 pub mod spec;
+pub mod speculation;
 pub mod stats;
 mod transcript;
 

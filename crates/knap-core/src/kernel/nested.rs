@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::host::HostError;
+use super::speculation::Bet;
 use crate::code::Code;
 
 /// An abort of one nested call (its `options.signal`), with the reason's message when the
@@ -89,6 +90,8 @@ pub(super) struct Container {
   in_flight: AtomicUsize,
   idle: Notify,
   order: Mutex<Order>,
+  /// The bets of the cell's stream that were activated for this call (speculation).
+  bets: Vec<Arc<Bet>>,
 }
 
 /// The container's execution order: the last effect, and the reads dispatched since.
@@ -99,15 +102,46 @@ struct Order {
 }
 
 impl Container {
+  #[cfg(test)]
   pub fn new(tool_call_id: String, tool: usize, signal: CancellationToken) -> Arc<Self> {
+    Self::with_bets(tool_call_id, tool, signal, Vec::new())
+  }
+
+  /// A container that owns its stream's activated bets: they are reads already dispatched,
+  /// so its later effects wait for them too.
+  pub fn with_bets(tool_call_id: String, tool: usize, signal: CancellationToken, bets: Vec<Arc<Bet>>) -> Arc<Self> {
+    let order = Order {
+      effect: None,
+      reads: bets.iter().map(|b| b.latch()).collect(),
+    };
     Arc::new(Self {
       tool_call_id,
       tool,
       signal,
       in_flight: AtomicUsize::new(0),
       idle: Notify::new(),
-      order: Mutex::new(Order::default()),
+      order: Mutex::new(order),
+      bets,
     })
+  }
+
+  /// A `claimSpeculation` dispatch: the first unclaimed bet with this name and canonical
+  /// arguments, now claimed.
+  pub fn claim(&self, name: &str, key: &str) -> Option<Arc<Bet>> {
+    self.bets.iter().find(|b| b.claim(name, key)).cloned()
+  }
+
+  /// The cell closed: its unclaimed bets are abandoned. Returns the container key once per
+  /// abandoned bet (for `stats().abandoned`).
+  pub fn abandon_unclaimed(&self) -> Vec<Option<u32>> {
+    self.bets.iter().filter_map(|b| b.abandon()).collect()
+  }
+
+  /// Stops every bet of the container that still runs.
+  pub fn stop_bets(&self) {
+    for b in self.bets.iter().filter(|b| !b.is_settled()) {
+      b.stop();
+    }
   }
 
   /// Schedules one nested call: what it waits for first, and the latch it releases when done.
@@ -126,7 +160,8 @@ impl Container {
     (waits, done)
   }
 
-  /// Waits until every dispatch routed here has been answered, at most `within`.
+  /// Waits until every dispatch routed here has been answered and every bet it owns has
+  /// settled, at most `within`.
   pub async fn quiesced(&self, within: Duration) -> bool {
     let wait = async {
       loop {
@@ -139,7 +174,12 @@ impl Container {
         notified.await;
       }
     };
-    tokio::time::timeout(within, wait).await.is_ok()
+    let bets = async {
+      for b in &self.bets {
+        b.settled().await;
+      }
+    };
+    tokio::time::timeout(within, async { tokio::join!(wait, bets) }).await.is_ok()
   }
 }
 

@@ -77,6 +77,10 @@ pub struct ToolSpec {
   /// A composite's `speculativeTools`: names of nested read tools with `speculative: true`.
   #[serde(default)]
   pub speculative_tools: Vec<String>,
+  /// A programmatic cell tool with speculation on: the input key holding the cell's source,
+  /// whose literal read calls are launched while the provider streams it (non-durable runs).
+  #[serde(default)]
+  pub speculation_source: Option<String>,
 }
 
 impl ToolSpec {

@@ -53,6 +53,13 @@ struct FakeHost {
   /// and what it was asked.
   seeds: Option<Mutex<VecDeque<Result<String, HostError>>>>,
   new_context_log: Mutex<Vec<Value>>,
+  /// Per provider call `n`: what its stream shows the speculation scope, in order
+  /// (content index, cell source so far, the call id once complete).
+  streams: Mutex<HashMap<usize, Vec<(u32, String, Option<String>)>>>,
+  /// Whether provider call `n` came with a speculation scope.
+  scoped: Mutex<Vec<bool>>,
+  /// The `stats()` counts reported, in order: (container key, count).
+  counts: Mutex<Vec<(u32, &'static str)>>,
 }
 
 impl FakeHost {
@@ -115,6 +122,12 @@ impl Host for FakeHost {
         .map(|c| c.iter().map(|m| serde_json::to_value(m).unwrap()).collect()),
     });
     let n = self.calls.lock().unwrap().len() - 1;
+    self.scoped.lock().unwrap().push(call.speculation.is_some());
+    if let Some(sink) = &call.speculation {
+      for (index, code, end) in self.streams.lock().unwrap().remove(&n).unwrap_or_default() {
+        sink.observe(index, "cell", &code, end.as_deref());
+      }
+    }
     for (kind, id, text) in self.arrivals.lock().unwrap().remove(&n).unwrap_or_default() {
       let message = super::message::UserMessage {
         content: super::message::UserContent::Text(text),
@@ -205,6 +218,10 @@ impl Host for FakeHost {
   }
 
   fn abort_tool(&self, _call_id: u64) {}
+
+  fn speculation(&self, key: u32, count: super::speculation::SpeculationCount) {
+    self.counts.lock().unwrap().push((key, count.as_str()));
+  }
 
   fn on_output(&self, _toolset: u32, _label: &str, _text: &str) {}
 
@@ -728,7 +745,7 @@ mod durable {
     }
   }
 
-  async fn go_durable(host: Arc<FakeHost>, a: AgentSpec, store: &Arc<DiskStore>) -> Result<Value, Failure> {
+  pub(super) async fn go_durable(host: Arc<FakeHost>, a: AgentSpec, store: &Arc<DiskStore>) -> Result<Value, Failure> {
     go_durable_with(host, a, store, json!({})).await
   }
 
@@ -1659,4 +1676,151 @@ async fn a_subagent_compacts_on_its_wallet() {
   let budget = json!({"budget": {"maxTokens": 100_000, "onExhausted": "stop", "compaction": {"keepRecentTokens": 10}}});
   let r = go(host.clone(), agent(vec![delegate], json!({})), options(budget)).await.unwrap();
   assert_eq!(r["receipt"]["subagents"][0]["compactions"], json!([]));
+}
+
+mod speculation {
+  use super::*;
+
+  /// A programmatic cell tool (key 5: it dispatches `args.calls` in turn) whose source is
+  /// `args.code`, with speculation on for `lookup` and `slow`.
+  fn cell_tool() -> Value {
+    let speculative = |mut t: Value| {
+      t["speculative"] = json!(true);
+      t
+    };
+    json!({"name": "cell", "description": "cell", "effect": "idempotent", "timeoutMs": 10000,
+      "input": {"type": "object", "properties": {"code": {"type": "string"}, "calls": {"type": "array"}}},
+      "runtime": {"kind": "host", "key": 5}, "speculationSource": "code",
+      "speculativeTools": ["lookup", "slow"],
+      "nestedTools": [speculative(host_tool("lookup", 0, "read", 1000)), host_tool("boom", 1, "write", 1000),
+        speculative(host_tool("slow", 2, "read", 60000))]})
+  }
+
+  fn counts(host: &FakeHost) -> Vec<&'static str> {
+    host.counts.lock().unwrap().iter().map(|(k, c)| {
+      assert_eq!(*k, 5, "counted for the cell tool's runtime");
+      *c
+    }).collect()
+  }
+
+  fn setup(code: &str, calls: Value, stream: Vec<(u32, String, Option<String>)>) -> Arc<FakeHost> {
+    let mut host = FakeHost::new(vec![turn("", &[("cell", json!({"code": code, "calls": calls}))]), turn("ok", &[])]);
+    host.inbox = Some(NestedInbox::new());
+    host.streams.lock().unwrap().insert(0, stream);
+    Arc::new(host)
+  }
+
+  #[tokio::test]
+  async fn bets_launched_while_the_cell_streams_are_claimed_by_its_dispatches() {
+    let code = r#"await lookup({"q": "a"}); await lookup({"q": "b"}); await lookup({"q": "c"})"#;
+    let calls = json!([["lookup", {"q": "a"}, true], ["lookup", {"q": "b"}, true], ["lookup", {"q": "c"}, true]]);
+    let partial = r#"await lookup({"q": "a"}); await lookup({"q": "b"})"#.to_string();
+    let host = setup(code, calls, vec![(0, partial, None), (0, code.to_string(), Some("c0-cell".into()))]);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut h = Arc::try_unwrap(host).ok().unwrap();
+    h.policy = Some(Arc::new(DenyWrites(log.clone())));
+    let host = Arc::new(h);
+    let r = go(host.clone(), agent(vec![cell_tool()], json!({})), options(json!({}))).await.unwrap();
+    assert_eq!(
+      *host.dispatched.lock().unwrap(),
+      vec![Ok(json!("echo a")), Ok(json!("echo b")), Ok(json!("echo c"))]
+    );
+    // Every lookup ran once: a and b as bets (all three sites launched while streaming), c's
+    // claim took its bet too.
+    let ran: Vec<String> = host.tool_log.lock().unwrap().iter().filter(|l| l.starts_with("0:")).cloned().collect();
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert_eq!(counts(&host), ["launched", "launched", "launched", "claimed", "claimed", "claimed"]);
+    // The bets were admitted with the provisional parent, and appear before their container.
+    let parents: Vec<(String, Option<String>)> =
+      log.lock().unwrap().iter().map(|p| (p.tool_call_id.clone(), p.parent_tool_call_id.clone())).collect();
+    assert_eq!(
+      parents,
+      [
+        ("run-1:spec:1:0:nested:1".to_string(), Some("run-1:spec:1:0".to_string())),
+        ("run-1:spec:1:0:nested:2".to_string(), Some("run-1:spec:1:0".to_string())),
+        ("run-1:spec:1:0:nested:3".to_string(), Some("run-1:spec:1:0".to_string())),
+        ("c0-cell".to_string(), None),
+      ]
+    );
+    assert_eq!(r["toolCalls"], json!(["lookup", "lookup", "lookup", "cell"]));
+    let events = nested_events(&host);
+    assert_eq!(events.len(), 6, "one start and one end per bet, none for a claim");
+    assert!(host.scoped.lock().unwrap()[0], "the first provider call had a scope");
+  }
+
+  #[tokio::test]
+  async fn a_claim_without_a_matching_bet_misses_and_the_call_runs() {
+    let code = r#"await lookup({"q": "a"})"#;
+    let calls = json!([["lookup", {"q": "other"}, true], ["lookup", {"q": "a"}, true]]);
+    let host = setup(code, calls, vec![(0, code.to_string(), Some("c0-cell".into()))]);
+    let r = go(host.clone(), agent(vec![cell_tool()], json!({})), options(json!({}))).await.unwrap();
+    assert_eq!(*host.dispatched.lock().unwrap(), vec![Ok(json!("echo other")), Ok(json!("echo a"))]);
+    assert_eq!(counts(&host), ["launched", "missed", "claimed"]);
+    assert_eq!(r["toolCalls"], json!(["lookup", "cell", "lookup"]));
+  }
+
+  #[tokio::test(start_paused = true)]
+  async fn unclaimed_bets_are_abandoned_when_the_cell_closes_and_stay_in_the_receipt() {
+    let code = r#"await slow({"q": "s"}); await lookup({"q": "a"})"#;
+    let host = setup(code, json!([]), vec![(0, code.to_string(), Some("c0-cell".into()))]);
+    let r = go(host.clone(), agent(vec![cell_tool()], json!({})), options(json!({}))).await.unwrap();
+    assert_eq!(counts(&host), ["launched", "launched", "abandoned", "abandoned"]);
+    assert_eq!(r["toolCalls"], json!(["slow", "lookup", "cell"]));
+    let events = nested_events(&host);
+    let ends: Vec<(String, bool, Value)> = events
+      .iter()
+      .filter(|e| e["type"] == "nested_tool_end")
+      .map(|e| (e["name"].as_str().unwrap().to_string(), e["isError"].as_bool().unwrap(), e["result"].clone()))
+      .collect();
+    assert!(ends.contains(&("lookup".into(), false, json!("echo a"))), "a settled bet keeps its result: {ends:?}");
+    assert!(ends.contains(&("slow".into(), true, json!("cave_program_speculation_abandoned"))), "{ends:?}");
+    let tools = &r["receipt"]["tools"];
+    let slow = tools.as_array().unwrap().iter().find(|t| t["name"] == "slow").unwrap();
+    assert_eq!((slow["calls"].as_u64(), slow["errors"].as_u64()), (Some(1), Some(1)));
+    // The container itself settled normally.
+    assert_eq!(host.calls.lock().unwrap()[1].append[1]["content"][0]["text"], "container done");
+  }
+
+  #[tokio::test(start_paused = true)]
+  async fn a_final_source_that_differs_fails_closed_and_unactivated_bets_end_before_the_next_call() {
+    // The streamed source is not the final one: nothing activates, the claim misses.
+    let code = r#"await lookup({"q": "a"})"#;
+    let host = setup(code, json!([["lookup", {"q": "a"}, true]]), vec![(0, r#"lookup({"q": "a"}) "#.into(), Some("c0-cell".into()))]);
+    go(host.clone(), agent(vec![cell_tool()], json!({})), options(json!({}))).await.unwrap();
+    assert_eq!(counts(&host), ["launched", "abandoned", "missed"]);
+    // A stream whose call never arrives under that id: abandoned before the next provider call.
+    let host = setup(code, json!([]), vec![(0, code.to_string(), Some("another-id".into()))]);
+    go(host.clone(), agent(vec![cell_tool()], json!({})), options(json!({}))).await.unwrap();
+    assert_eq!(counts(&host), ["launched", "abandoned"]);
+  }
+
+  #[tokio::test]
+  async fn a_cell_that_calls_a_write_first_launches_nothing_after_it() {
+    let code = r#"await boom({"q": "x"}); await lookup({"q": "a"})"#;
+    let host = setup(code, json!([]), vec![(0, code.to_string(), Some("c0-cell".into()))]);
+    go(host.clone(), agent(vec![cell_tool()], json!({})), options(json!({}))).await.unwrap();
+    assert!(counts(&host).is_empty());
+  }
+
+  #[tokio::test]
+  async fn a_durable_run_has_no_speculation_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(crate::durable::store::DiskStore::new(dir.path()));
+    let code = r#"await lookup({"q": "a"})"#;
+    let host = setup(code, json!([]), vec![(0, code.to_string(), Some("c0-cell".into()))]);
+    super::durable::go_durable(host.clone(), agent(vec![cell_tool()], json!({})), &store).await.unwrap();
+    assert_eq!(*host.scoped.lock().unwrap(), [false, false]);
+    assert!(counts(&host).is_empty());
+  }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_tool_whose_body_outlives_its_timeout_by_a_second_is_unquiesced() {
+  // Key 9 never settles (the fake host ignores the abort).
+  for (effect, expected) in [("write", "cave_tool_effect_unquiesced"), ("idempotent", "cave_tool_effect_unquiesced"), ("read", "cave_tool_timeout")] {
+    let host = Arc::new(FakeHost::new(vec![turn("", &[("slow", json!({"q": "x"}))]), turn("ok", &[])]));
+    let a = agent(vec![host_tool("slow", 9, effect, 20)], json!({}));
+    go(host.clone(), a, options(json!({}))).await.unwrap();
+    assert_eq!(host.calls.lock().unwrap()[1].append[1]["content"][0]["text"], expected, "{effect}");
+  }
 }

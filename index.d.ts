@@ -142,6 +142,12 @@ export declare class NativeRun {
   start(agentJson: string, optionsJson: string, hooks: BindingRunHooks): BindingRunOutcome | null
   /** Answers model turn `id` with the final assistant message. */
   replyModel(id: number, message: BindingAssistantMessage): BindingRunOutcome | null
+  /**
+   * The source of model turn `id`'s first cell call (tool `name`, content index
+   * `contentIndex`) as it streams; `endId` is the call's id once it is complete. The kernel
+   * launches the literal read calls it finds (speculation); a turn without a scope ignores it.
+   */
+  speculate(id: number, contentIndex: number, name: string, code: string, endId?: string | undefined | null): BindingRunOutcome | null
   /** Answers JS tool call `id` with its text result. */
   replyTool(id: number, text: string): BindingRunOutcome | null
   /** Answers request `id` (a model turn or a JS tool call) with what it threw. */
@@ -517,7 +523,7 @@ export interface BindingProgressChunk {
 
 /** The hooks a run calls, one per concern. */
 export interface BindingRunHooks {
-  model: (request: { reply: number; conversation: number; modelKey: number; model?: string; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[] }) => void
+  model: (request: { reply: number; conversation: number; modelKey: number; model?: string; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[]; speculate?: string[] }) => void
   tool: (request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean; nested: boolean }) => void
   /** A `context.dispatch` settled: its value, or the error it failed with. */
   nested: (answer: { reply: number; ok: boolean; value?: unknown; message?: string; code?: string }) => void
@@ -539,6 +545,8 @@ export interface BindingRunHooks {
   delivered?: (id: number) => void
   /** `budget.compaction.newContext`: answered with `replyTool(reply, seed)` or `replyError`. */
   newContext?: (request: { reply: number; messages: object[]; generation: number; agentPath: string[] }) => void
+  /** A programmatic runtime's `stats()`: one `count` for the cell tool held under `key`. */
+  speculation?: (key: number, count: "launched" | "claimed" | "missed" | "abandoned") => void
 }
 
 /**

@@ -122,8 +122,6 @@ export declare const PROFILED_COMPILER_SHA256: string | undefined, PROFILED_COMP
 export declare const TARGET_CAPABILITY_LATTICE: readonly string[];
 export declare const AGENT_DIR_ENTRY: string;
 export declare class ConnectRuntime { constructor(...args: unknown[]) }
-export declare class HttpDurableStore { constructor(...args: unknown[]) }
-export declare class ObjectDurableStore { constructor(...args: unknown[]) }
 export { PROGRAMMATIC_TOOL_NAME, programmaticToolInstructions, createProgrammaticToolRuntime } from "./programmatic-tools.mjs";
 export declare class ProgrammaticSpeculationScope { constructor(...args: unknown[]) }
 export declare const createProgrammaticToolErrorWrapper: Unsupported, programmaticToolMetadata: Unsupported;

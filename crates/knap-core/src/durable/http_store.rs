@@ -11,7 +11,9 @@
 //! | `DELETE {base}/runs/{id}/lock` `{token}` | 204 |
 //!
 //! The lease is renewed every third of its TTL; a failed renewal poisons the run's appends with
-//! `cave_durable_http_lock_lost`. Appends are never retried. The transport (the host's `fetch`)
+//! `cave_durable_http_lock_lost`. An append carries the lease's token as `lock`; a 409 to it
+//! means another process holds the run now (`cave_durable_run_lock_lost`, also sticky). Appends
+//! are never retried. The transport (the host's `fetch`)
 //! is a trait; every request is bounded by `requestTimeoutMs` here, and dropping a request
 //! aborts it.
 
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::lease::{journal_lines, lease_ttl, LeaseBook};
+use super::lease::{journal_lines, lease_ttl, lock_lost, LeaseBook};
 use super::store::{locked_error, DurableStore};
 use super::{valid_run_id, DurableError};
 use crate::code::Code;
@@ -279,8 +281,9 @@ impl Inner {
       return Err(lost);
     }
     let mut body = json!({ "data": data });
-    if let Some((_, lease)) = self.book.get(run_id) {
-      body["lock"] = Value::String(lease.token);
+    let held = self.book.get(run_id);
+    if let Some((_, lease)) = &held {
+      body["lock"] = Value::String(lease.token.clone());
     }
     let path = format!("/runs/{run_id}/journal");
     let code = Code::DurableHttpAppendFailed;
@@ -289,9 +292,14 @@ impl Inner {
       .send("POST", &path, Some(body), DURABLE_HTTP_LOCK_RESPONSE_MAX_BYTES)
       .await
       .map_err(|e| self.failure(code.clone(), "POST", &path, Err(e)))?;
-    match r.status {
-      204 => Ok(()),
-      s => Err(self.failure(code, "POST", &path, Ok(s))),
+    match (r.status, held) {
+      (204, _) => Ok(()),
+      // The server refused the lease this append carried: another process holds the run now.
+      (409, Some((id, _))) => {
+        self.book.lose(run_id, id, lock_lost(run_id));
+        Err(lock_lost(run_id))
+      }
+      (s, _) => Err(self.failure(code, "POST", &path, Ok(s))),
     }
   }
 
@@ -861,5 +869,34 @@ mod tests {
     s1.release("run", Some(id2)).await.unwrap();
     assert!(!server.locks.lock().unwrap().contains_key("run"));
     s2.acquire_lease("run").await.unwrap();
+  }
+
+  #[tokio::test]
+  async fn an_append_whose_lease_the_server_refuses_has_lost_the_run() {
+    let server: Arc<Server> = Arc::default();
+    let (s1, s2) = (store(&server), store(&server));
+    s1.acquire_lease("run").await.unwrap();
+    s1.append("run", "{\"a\":1}\n".into()).await.unwrap();
+    // The lease lapsed at the server and another process took the run over.
+    server.locks.lock().unwrap().clear();
+    s2.acquire_lease("run").await.unwrap();
+    let e = s1.append("run", "{\"a\":2}\n".into()).await.unwrap_err();
+    assert_eq!(
+      e.message,
+      "cave_durable_run_lock_lost: run \"run\" is no longer held by this process"
+    );
+    let posts = server.log.lock().unwrap().len();
+    assert_eq!(
+      s1.append("run", "{}\n".into()).await.unwrap_err().code,
+      Code::DurableRunLockLost
+    );
+    assert_eq!(
+      server.log.lock().unwrap().len(),
+      posts,
+      "refused without a request"
+    );
+    assert_eq!(s2.load("run").await.unwrap(), vec!["{\"a\":1}"]);
+    // A lock-free writer (a cancel request) still appends.
+    store(&server).append("run", "{\"c\":1}\n".into()).await.unwrap();
   }
 }

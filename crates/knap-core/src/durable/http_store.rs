@@ -489,13 +489,16 @@ mod tests {
   use std::collections::HashMap;
   use std::sync::Mutex;
 
+  /// (method, path, body, headers) of one request.
+  type Logged = (String, String, Option<String>, Vec<(String, String)>);
+
   /// A journal server in memory, speaking the wire contract; `script` overrides the answer to
   /// a request (`"METHOD path"` → status) and `hang` makes matching requests never answer.
   #[derive(Default)]
   struct Server {
     journals: Mutex<HashMap<String, Vec<u8>>>,
     locks: Mutex<HashMap<String, String>>,
-    log: Mutex<Vec<(String, String, Option<String>, Vec<(String, String)>)>>,
+    log: Mutex<Vec<Logged>>,
     script: Mutex<HashMap<String, (u16, Vec<u8>)>>,
     hang: Mutex<Option<String>>,
     tokens: std::sync::atomic::AtomicU64,
@@ -716,7 +719,7 @@ mod tests {
       vec!["{\"a\":1}", "{\"a\":2}", "{\"a\":3}"]
     );
     assert_eq!(s.list().await.unwrap(), vec!["r-1", "r-2"]);
-    let log = server.log.lock().unwrap();
+    let log = server.log.lock().unwrap().clone();
     assert!(log
       .iter()
       .all(|(_, _, _, h)| h.contains(&("authorization".into(), "Bearer secret-token".into()))));

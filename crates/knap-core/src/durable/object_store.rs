@@ -594,10 +594,11 @@ mod tests {
       Box::pin(async move {
         b.puts.lock().unwrap().push((key.clone(), if_match.clone()));
         let mut objects = b.objects.lock().unwrap();
-        if if_match.as_deref() == Some("") && !b.ignore_if_match {
-          if b.refuse_conditional || objects.contains_key(&key) {
-            return Ok(false);
-          }
+        if if_match.as_deref() == Some("")
+          && !b.ignore_if_match
+          && (b.refuse_conditional || objects.contains_key(&key))
+        {
+          return Ok(false);
         }
         objects.insert(key, data);
         Ok(true)

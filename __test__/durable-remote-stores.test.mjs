@@ -197,6 +197,37 @@ test("HttpDurableStore over fetch: the bearer token on every request, HTTP failu
   assert.match(refused.message, /failed: /);
 });
 
+test("leases are renewed every third of their TTL by the store itself; a renewal the server refuses poisons the run's appends (cave_durable_http_lock_lost)", async () => {
+  const server = await startJournalServer();
+  closers.push(() => server.close());
+  const store = new HttpDurableStore({ url: server.url, token: server.token, lockTtlMs: 3_000 });
+  const release = await store.acquire("renewed");
+  const renewals = () => server.log.filter((r) => r.path === "/runs/renewed/lock/renew");
+  await waitFor(() => renewals().length >= 2, "two renewals");
+  assert.deepEqual(renewals()[0].body, { token: server.locks.get("renewed").token, ttlMs: 3_000 });
+  await store.append("renewed", "{}\n");
+  // The server hands the run to someone else: the next renewal is refused (409). (Its journal
+  // route is scripted to accept, so only the renewal can tell this store it lost the run.)
+  server.script.set("POST /runs/renewed/journal", { status: 204 });
+  server.locks.set("renewed", { token: "someone-else", expiresAt: Date.now() + 60_000 });
+  const e = await waitFor(() => store.append("renewed", "{}\n").then(() => false, (error) => error), "the lost lease");
+  assert.equal(e.code, "cave_durable_http_lock_lost");
+  assert.match(e.message, /^cave_durable_http_lock_lost: the lease of run "renewed" could not be renewed \(POST .*\/lock\/renew answered HTTP 409\)/);
+  const seen = renewals().length;
+  await new Promise((resolve) => setTimeout(resolve, 2_500));
+  assert.equal(renewals().length, seen, "renewals stopped");
+  await release();
+  // An object lease: the holder rewrites its own key with a later expiry.
+  const storage = memoryObjectStorage();
+  const objects = new ObjectDurableStore({ storage, leaseTtlMs: 3_000 });
+  const releaseObject = await objects.acquire("renewed");
+  const key = "caveman/durable/renewed/lease/000000000001";
+  const first = JSON.parse(storage.objects.get(key)).expiresAt;
+  await waitFor(() => JSON.parse(storage.objects.get(key)).expiresAt > first, "a renewed object lease");
+  await releaseObject();
+  assert.equal(JSON.parse(storage.objects.get(key)).expiresAt, 0);
+});
+
 // ---------------------------------------------------------------------------------------------
 // Crash and resume across processes.
 
@@ -330,7 +361,15 @@ for (const b of backends) {
     }
     const keys = effects(effectsDir).map(([key]) => key);
     assert.equal(new Set(keys).size, keys.length, "a write ran twice");
-    assert.ok(keys.length > effectsBefore, "the resumed runs did their remaining writes");
+    assert.ok(keys.length >= effectsBefore);
+    // Every write a journal settled ran exactly once (the effect log is keyed by the call's
+    // idempotency key): a completed run has its three, none of them repeated by the resume.
+    for (const [runId, s] of settled) {
+      const events = (await store.load(runId)).map((l) => JSON.parse(l));
+      const written = events.filter((e) => e.type === "tool_settled" && e.name === "record").map((e) => e.idempotencyKey);
+      if (s.status === "completed") assert.equal(written.length, 3, runId);
+      for (const key of written) assert.equal(keys.filter((k) => k === key).length, 1, `${runId}: ${key}`);
+    }
     // The status route reads the store too.
     const status = await handler.fetch(new Request(`http://x/runs/${runIds[0]}`, { headers: AUTH }));
     assert.equal(status.status, 200);

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::lease::{journal_lines, lease_ttl, lock_lost, LeaseBook};
-use super::store::{locked_error, DurableStore};
+use super::lease::{lease_ttl, lock_lost, LeaseBook};
+use super::store::{journal_limit, locked_error, remote_journal_lines, DurableStore};
 use super::{valid_run_id, DurableError};
 use crate::code::Code;
 use crate::exec::BoxFuture;
@@ -266,11 +266,8 @@ impl Inner {
       .map_err(|e| self.failure(code.clone(), "GET", &path, Err(e)))?;
     match r.status {
       404 => Ok(Vec::new()),
-      200 if r.truncated => Err(DurableError::coded(
-        Code::DurableJournalLimit,
-        "journal exceeds 256 MiB",
-      )),
-      200 => journal_lines(r.body, &format!("at {}", self.url(&path))),
+      200 if r.truncated => Err(journal_limit(false)),
+      200 => remote_journal_lines(r.body, &format!("at {}", self.url(&path))),
       s => Err(self.failure(code, "GET", &path, Ok(s))),
     }
   }

@@ -1,8 +1,7 @@
 //! What the lease-based remote stores (HTTP, object storage) share: the leases this store
 //! instance holds, each renewed every third of its TTL by a task of its own, and the sticky
 //! "lease lost" error a failed renewal leaves behind, which refuses every later append of that
-//! run (the reference's poisoning) until the run is acquired again. Also the one reader of a
-//! journal that arrives as one body of text.
+//! run (the reference's poisoning) until the run is acquired again.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -14,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::DurableError;
 use crate::code::Code;
-use crate::limits::{DURABLE_LEASE_TTL_DEFAULT_MS, DURABLE_LEASE_TTL_MIN_MS, DURABLE_MAX_JOURNAL_BYTES};
+use crate::limits::{DURABLE_LEASE_TTL_DEFAULT_MS, DURABLE_LEASE_TTL_MIN_MS};
 
 /// Milliseconds since the epoch (lease expiries are wall-clock instants shared across machines).
 pub fn now_ms() -> u64 {
@@ -185,28 +184,6 @@ impl<L> Drop for LeaseBook<L> {
   }
 }
 
-/// A journal that arrives as one text (an HTTP body, the concatenated chunks of an object
-/// store) as its lines. Over 256 MiB is `cave_durable_journal_limit`. A store that is not a
-/// local file cannot have a torn tail repaired, so text after the last newline is refused as
-/// corrupt rather than dropped: appending after it would glue the next line to it.
-pub fn journal_lines(bytes: Vec<u8>, source: &str) -> Result<Vec<String>, DurableError> {
-  if bytes.len() > DURABLE_MAX_JOURNAL_BYTES {
-    return Err(DurableError::coded(
-      Code::DurableJournalLimit,
-      "journal exceeds 256 MiB",
-    ));
-  }
-  if !bytes.is_empty() && bytes.last() != Some(&b'\n') {
-    return Err(DurableError::new(
-      Code::DurableJournalCorrupt,
-      format!("cave_durable_journal_corrupt: unparseable journal line\nhint: the journal {source} ends without a newline (a partial append); it was left untouched"),
-    ));
-  }
-  let text = String::from_utf8(bytes)
-    .map_err(|_| DurableError::coded(Code::DurableJournalCorrupt, "unparseable journal line"))?;
-  Ok(text.lines().map(str::to_string).collect())
-}
-
 #[cfg(test)]
 mod tests {
   use super::*;
@@ -221,24 +198,6 @@ mod tests {
       assert_eq!(e.code, Code::DurableHttpLockTtlInvalid, "{bad}");
       assert!(e.message.starts_with("cave_durable_http_lock_ttl_invalid: "));
     }
-  }
-
-  #[test]
-  fn journal_text_needs_whole_lines() {
-    assert_eq!(journal_lines(Vec::new(), "x").unwrap(), Vec::<String>::new());
-    assert_eq!(
-      journal_lines(b"{\"a\":1}\n{}\n".to_vec(), "x").unwrap(),
-      vec!["{\"a\":1}", "{}"]
-    );
-    let e = journal_lines(b"{}\n{\"v\":2,".to_vec(), "at x").unwrap_err();
-    assert_eq!(e.code, Code::DurableJournalCorrupt);
-    assert!(e
-      .message
-      .starts_with("cave_durable_journal_corrupt: unparseable journal line\n"));
-    assert_eq!(
-      journal_lines(vec![0xff, b'\n'], "x").unwrap_err().code,
-      Code::DurableJournalCorrupt
-    );
   }
 
   #[tokio::test(start_paused = true)]

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::lease::{journal_lines, lease_ttl, lock_lost, now_ms, LeaseBook};
-use super::store::{locked_error, DurableStore};
+use super::lease::{lease_ttl, lock_lost, now_ms, LeaseBook};
+use super::store::{journal_limit, locked_error, remote_journal_lines, DurableStore};
 use super::{valid_run_id, DurableError};
 use crate::code::Code;
 use crate::exec::BoxFuture;
@@ -252,16 +252,13 @@ impl Inner {
     for (seq, key) in self.chunks(run_id).await? {
       let chunk = self.get_chunk(&key).await?;
       if text.len() + chunk.len() > DURABLE_MAX_JOURNAL_BYTES {
-        return Err(DurableError::coded(
-          Code::DurableJournalLimit,
-          "journal exceeds 256 MiB",
-        ));
+        return Err(journal_limit(false));
       }
       text.extend_from_slice(&chunk);
       next = seq + 1;
     }
     let bytes = text.len();
-    let lines = journal_lines(text, &format!("under {}", json!(self.journal_prefix(run_id))))?;
+    let lines = remote_journal_lines(text, &format!("under {}", json!(self.journal_prefix(run_id))))?;
     self.remember(
       run_id,
       Known {
@@ -313,10 +310,7 @@ impl Inner {
     for attempt in 0..DURABLE_OBJECT_APPEND_ATTEMPTS {
       self.prove_held(run_id).await?;
       if known.bytes + bytes.len() > DURABLE_MAX_JOURNAL_BYTES {
-        return Err(DurableError::coded(
-          Code::DurableJournalLimit,
-          "journal would exceed 256 MiB",
-        ));
+        return Err(journal_limit(true));
       }
       let key = format!("{}{:012}", self.journal_prefix(run_id), known.next);
       let written = self

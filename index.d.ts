@@ -93,6 +93,21 @@ export declare class NativeExecutionBackend {
   close(): void
 }
 
+/** `HttpDurableStore`'s engine. */
+export declare class NativeHttpStore {
+  /** Throws the option codes (`cave_durable_http_insecure`, `_token_required`, …). */
+  constructor(options: BindingHttpStoreOptions, request: JsHttpRequestFn, abort: JsHttpAbortFn)
+  get lockTtlMs(): number
+  load(runId: string): Promise<Array<string>>
+  append(runId: string, data: string): Promise<void>
+  /** Takes the lease; resolves to its id, for `release`. */
+  acquire(runId: string): Promise<number>
+  /** Gives back lease `id` (any lease of the run when absent). */
+  release(runId: string, id?: number | undefined | null): Promise<void>
+  close(runId: string): Promise<void>
+  list(): Promise<Array<string>>
+}
+
 export declare class NativeMemoryStore {
   /** `root`: the file adapter's root; none for the in-memory storage. */
   constructor(root?: string | undefined | null)
@@ -105,6 +120,19 @@ export declare class NativeMemoryStore {
   read(tenant: string, agentId: string, namespace: string): Promise<string>
   /** Replaces the scope's state with a mutator's result (`update(scope, mutate)`). */
   replace(tenant: string, agentId: string, namespace: string, stateJson: string): Promise<void>
+}
+
+/** `ObjectDurableStore`'s engine. */
+export declare class NativeObjectStore {
+  /** Throws `cave_durable_object_lease_ttl_invalid` / `_prefix_invalid`. */
+  constructor(options: BindingObjectStoreOptions, get: JsObjectFn, put: JsObjectFn, list: JsObjectFn)
+  get prefix(): string
+  load(runId: string): Promise<Array<string>>
+  append(runId: string, data: string): Promise<void>
+  acquire(runId: string): Promise<number>
+  release(runId: string, id?: number | undefined | null): Promise<void>
+  close(runId: string): Promise<void>
+  list(): Promise<Array<string>>
 }
 
 /** The per-call ledger of one running cell. */
@@ -473,6 +501,32 @@ export interface BindingHostError {
   code?: string
 }
 
+/** One request for the JS `fetch`: read at most `maxBytes` of the body (then `truncated`). */
+export interface BindingHttpCall {
+  callId: number
+  method: string
+  url: string
+  headers: Record<string, string>
+  body?: string
+  maxBytes: number
+}
+
+/** `ok: false` when there was no answer (`message` says why). */
+export interface BindingHttpReply {
+  ok: boolean
+  status?: number
+  body?: Buffer
+  truncated?: boolean
+  message?: string
+}
+
+export interface BindingHttpStoreOptions {
+  url?: string
+  token?: string
+  lockTtlMs?: number
+  requestTimeoutMs?: number
+}
+
 /** What Rust asks a JS backend's `exec`: `callId` names the call for `abort(callId)`. */
 export interface BindingJsExecCall {
   callId: number
@@ -501,6 +555,33 @@ export interface BindingKernelStats {
   toolExecNs: number
   /** Whether this addon is a debug build (timings from one are not representative). */
   debugBuild: boolean
+}
+
+export interface BindingObjectCall {
+  key?: string
+  prefix?: string
+  data?: Buffer
+  /** `""`: create only if absent. */
+  ifMatch?: string
+}
+
+/**
+ * How an adapter call settled: `data` (get; absent for a missing object), `written` (put;
+ * false when `ifMatch` failed), `keys` (list); or `ok: false` with what it threw.
+ */
+export interface BindingObjectReply {
+  ok: boolean
+  code?: string
+  message?: string
+  data?: Buffer
+  written?: boolean
+  keys?: Array<string>
+}
+
+export interface BindingObjectStoreOptions {
+  prefix?: string
+  conditionalPut: boolean
+  leaseTtlMs?: number
 }
 
 /** One tool a cell may call, as `createProgrammaticToolRuntime` passes it. */
@@ -949,6 +1030,13 @@ export type JsBackendExecFn = ((arg: BindingJsExecCall) => Promise<BindingBacken
 export type JsBackendReadFn = ((arg: BindingJsReadCall) => Promise<BindingBackendReply>)
 
 export type JsBackendWriteFn = ((arg: BindingJsWriteCall) => Promise<BindingBackendReply>)
+
+/** `abort(callId)`: aborts that request's `AbortSignal`. Must not throw. */
+export type JsHttpAbortFn = ((arg: number) => void)
+
+export type JsHttpRequestFn = ((arg: BindingHttpCall) => Promise<BindingHttpReply>)
+
+export type JsObjectFn = ((arg: BindingObjectCall) => Promise<BindingObjectReply>)
 
 /**
  * A user's sandbox object, method by method (the JS adapter wraps each so it returns a

@@ -36,6 +36,15 @@ test("every root value of the reference's list resolves", () => {
   assert.equal(knap.AGENT_INPUT_MAX_URL_LENGTH, 8192);
 });
 
+test("HttpDurableStore and ObjectDurableStore are the real stores at the root and in knap/durable", async () => {
+  const sub = await import("knap/durable");
+  assert.equal(knap.HttpDurableStore, sub.HttpDurableStore);
+  assert.equal(knap.ObjectDurableStore, sub.ObjectDurableStore);
+  assert.throws(() => new knap.HttpDurableStore({}), { code: "cave_durable_http_url_invalid" });
+  assert.throws(() => new knap.HttpDurableStore({ url: "https://journal.example.com" }), { code: "cave_durable_http_token_required" });
+  assert.throws(() => new sub.ObjectDurableStore({}), { code: "cave_durable_object_storage_invalid" });
+});
+
 test("subpaths and dist/ shims resolve against knap", async () => {
   for (const sub of ["run-receipt", "input", "catalog", "model-usage", "model-boundary", "build", "compiler", "profile", "claude", "connect", "cache-engine", "adapters", "wire"]) {
     const m = await import(`knap/${sub}`);
@@ -74,7 +83,6 @@ test("what needs the compiler, engine or gateway throws a code naming it", () =>
   assert.throws(() => knap.compileProfiled(), { code: "cave_compiler_unsupported", message: /Cave Build compiler/ });
   assert.throws(() => knap.contextBill(), { code: "cave_context_ir_unsupported" });
   assert.throws(() => new knap.ConnectRuntime(), { code: "cave_connect_unsupported" });
-  assert.throws(() => new knap.HttpDurableStore({}), { code: "cave_durable_store_unsupported" });
   assert.throws(() => knap.routine(), { code: "cave_routine_unsupported" });
 });
 

@@ -78,14 +78,14 @@ function runStep(step, env) {
   });
 }
 
-function startServer(env) {
+function startServer(env, store = /disk store, scripted model/) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(example, "server.mjs")], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     let err = "";
     child.stdout.on("data", (d) => {
       out += d;
-      const m = out.match(/^serving notes on http:\/\/127\.0\.0\.1:(\d+) \(disk store, scripted model\)\n/);
+      const m = out.match(new RegExp(`^serving notes on http://127\\.0\\.0\\.1:(\\d+) \\(${store.source}\\)\n`));
       if (m) resolve({ child, port: Number(m[1]), output: () => out + err });
     });
     child.stderr.on("data", (d) => (err += d));
@@ -148,3 +148,80 @@ test("examples/serve runs offline as its README shows: the curl session against 
   // The tool ran once per message: the README's "a settled note is not written again".
   assert.equal(fs.readFileSync(path.join(dir, "notes.txt"), "utf8"), "call the plumber\nbuy milk\n");
 });
+
+// examples/serve's "Three processes over PostgreSQL": server.mjs started three times as
+// three-on-postgres.sh starts it (SINGLE_INSTANCE=0, one ROOT_DIR each, DATABASE_URL), on a fresh
+// database of the test server. Runs submitted to any process are one journal; one process is
+// SIGKILLed while driving runs, and once its leases lapse (30 s) a survivor's sweep (at most 60 s
+// later) resumes them: each note is written once.
+const POSTGRES_URL = process.env.KNAP_TEST_POSTGRES_URL;
+test(
+  "examples/serve as three processes over one PostgreSQL: shared journal, a killed process's runs resumed by a survivor's sweep, each note once",
+  { skip: !POSTGRES_URL && "KNAP_TEST_POSTGRES_URL is not set (run `bash .ci/postgres.sh` and export the URL it prints)", timeout: 300_000 },
+  async (t) => {
+    const { default: pg } = await import("pg");
+    const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+    const database = `knap_example_${process.pid}_${Date.now().toString(36)}`;
+    await admin.query(`CREATE DATABASE ${database}`);
+    const url = new URL(POSTGRES_URL);
+    url.pathname = `/${database}`;
+    const dirs = [0, 1, 2].map(() => fs.mkdtempSync(path.join(os.tmpdir(), "knap-serve-example-pg-")));
+    const servers = [];
+    t.after(async () => {
+      for (const s of servers) s.child.kill("SIGKILL");
+      const running = servers.filter((s) => s.child.exitCode === null && s.child.signalCode === null);
+      await Promise.all(running.map((s) => new Promise((done) => s.child.once("exit", done))));
+      await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+      await admin.end();
+      for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
+    });
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/_API_KEY$|^CAVE_/.test(k)));
+    const common = { ...env, CAVE_SERVE_TOKEN: "dev-token-0123456789", PORT: "0", SINGLE_INSTANCE: "0", DATABASE_URL: url.href, SCRIPTED_DELAY_MS: "1500" };
+    for (const dir of dirs) servers.push(await startServer({ ...common, ROOT_DIR: dir }, /PostgreSQL store, scripted model/));
+    const bases = servers.map((s) => `http://127.0.0.1:${s.port}`);
+    const auth = { authorization: "Bearer dev-token-0123456789" };
+    const submit = (base, runId) =>
+      fetch(`${base}/runs`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ runId, input: `job ${runId}` }) });
+    const summary = async (base, runId) => (await fetch(`${base}/runs/${runId}`, { headers: auth })).json();
+    // Two runs on the first process (its two concurrent slots), one on each of the others.
+    const placed = [["ex-a", 0], ["ex-b", 0], ["ex-c", 1], ["ex-d", 2]];
+    for (const [runId, i] of placed) assert.equal((await submit(bases[i], runId)).status, 202, runId);
+    // Every process sees every journal: the first process's runs are pending, read from another.
+    const waitUntil = async (what, predicate, timeoutMs) => {
+      const end = Date.now() + timeoutMs;
+      for (;;) {
+        const value = await predicate();
+        if (value) return value;
+        if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((done) => setTimeout(done, 100));
+      }
+    };
+    await waitUntil("the first process's runs to start", async () => (await summary(bases[2], "ex-a")).status === "pending" && (await summary(bases[2], "ex-b")).status === "pending", 30_000);
+    servers[0].child.kill("SIGKILL");
+    const settled = await waitUntil(
+      "every run to settle",
+      async () => {
+        const all = await Promise.all(placed.map(([runId]) => summary(bases[1], runId)));
+        return all.every((s) => s.status === "completed" || s.status === "failed") && all;
+      },
+      200_000,
+    );
+    const notes = dirs.flatMap((dir) => (fs.existsSync(path.join(dir, "notes.txt")) ? fs.readFileSync(path.join(dir, "notes.txt"), "utf8").split("\n").filter(Boolean) : []));
+    for (const [i, s] of settled.entries()) {
+      const [runId, owner] = placed[i];
+      if (s.status === "failed") {
+        // The kill fell between the note's journaled intent and its settlement: never re-run.
+        assert.match(s.message, /cave_durable_tool_effect_uncertain:note:/, runId);
+        assert.equal(owner, 0, runId);
+      } else {
+        assert.equal(s.result.text, `Noted: job ${runId}`, runId);
+        assert.equal(s.result.resumed === true, owner === 0, `${runId} resumed`);
+      }
+      assert.equal(notes.filter((n) => n === `job ${runId}`).length, 1, `${runId}: its note, once`);
+    }
+    // A settled run resubmitted to any process is answered from the shared journal, not re-run.
+    const again = await submit(bases[2], "ex-a");
+    assert.equal(again.status, 200);
+    assert.equal((await again.json()).status, settled[0].status);
+  },
+);

@@ -1,5 +1,5 @@
-export { DiskDurableStore, SqlDurableStore } from "./index.mjs";
-export type { DurableStore, DurableRunOptions, SqlExecutor } from "./index.mjs";
+export { DiskDurableStore, SqlDurableStore, HttpDurableStore, ObjectDurableStore } from "./index.mjs";
+export type { DurableStore, DurableRunOptions, SqlExecutor, HttpDurableStoreOptions, ObjectStorage } from "./index.mjs";
 export declare function defaultDurableRoot(rootDir?: string): string;
 
 export type DurableRunSummary =

@@ -3,7 +3,8 @@
 // any object with `load`/`append`/`acquire`/`close` (and optionally `list`) works too.
 import path from "node:path";
 import { randomUUID } from "node:crypto";
-import { native, codedError, call } from "./native.mjs";
+import { native, codedError, call, rethrowNative } from "./native.mjs";
+import { refuseUnknownKeys } from "./config-keys.mjs";
 import { durableRunSummary, durableInputIsReplayable } from "./durable-summary.mjs";
 
 export { durableRunSummary, durableInputIsReplayable };
@@ -208,6 +209,202 @@ export class SqlDurableStore {
   async list() {
     const rows = await this.#query(`SELECT DISTINCT run_id FROM ${this.#table}`);
     return rows.map((row) => String(row.run_id)).filter((id) => RUN_ID.test(id)).sort();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Remote stores. The store logic (wire contract, leases and their renewal, chunk sequences,
+// limits, the journal text) is knap-core's (durable/http_store.rs, durable/object_store.rs);
+// this layer only hands it the transport: the host's fetch, or an ObjectStorage adapter.
+
+const adapterFailure = (error) => ({
+  ok: false,
+  code: typeof error?.code === "string" ? error.code : undefined,
+  message: error instanceof Error ? error.message : String(error),
+});
+
+const bytes = (data) => new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+
+/** Up to `max` bytes of a fetch Response's body, and whether there was more. */
+async function readUpTo(response, max) {
+  const body = response.body;
+  if (!body || typeof body.getReader !== "function") {
+    const all = Buffer.from(typeof response.arrayBuffer === "function" ? await response.arrayBuffer() : new ArrayBuffer(0));
+    return { body: all.subarray(0, max), truncated: all.length > max };
+  }
+  const reader = body.getReader();
+  const chunks = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    chunks.push(value);
+    if (total > max) {
+      await reader.cancel().catch(() => {});
+      return { body: Buffer.concat(chunks, total).subarray(0, max), truncated: true };
+    }
+  }
+  return { body: Buffer.concat(chunks, total), truncated: false };
+}
+
+const HTTP_STORE_OPTIONS = ["url", "token", "fetchFn", "lockTtlMs", "requestTimeoutMs"];
+const numberOption = (v) => (v === undefined ? undefined : typeof v === "number" ? v : Number.NaN);
+
+/**
+ * `new HttpDurableStore({ url, token, fetchFn?, lockTtlMs?, requestTimeoutMs? })`: the journal
+ * kept by a server speaking the reference's wire contract (docs/durable.md). `https:` unless
+ * the host is localhost or 127.0.0.1; leases of `lockTtlMs` (30 s) renewed every third of it.
+ */
+export class HttpDurableStore {
+  #native;
+  constructor(options) {
+    const o = options ?? {};
+    if (typeof o !== "object") throw codedError("cave_durable_http_url_invalid", "cave_durable_http_url_invalid: HttpDurableStore(options) needs an options object");
+    refuseUnknownKeys("HttpDurableStore", o, HTTP_STORE_OPTIONS);
+    const fetchFn = o.fetchFn ?? globalThis.fetch;
+    if (typeof fetchFn !== "function") throw codedError("cave_durable_http_fetch_invalid", "cave_durable_http_fetch_invalid: fetchFn must be a function like fetch");
+    const controllers = new Map();
+    // One request for the core: never rejects (no answer is `ok: false` with why).
+    const request = async ({ callId, method, url, headers, body, maxBytes }) => {
+      const controller = new AbortController();
+      controllers.set(callId, controller);
+      try {
+        const response = await fetchFn(url, { method, headers, body, signal: controller.signal });
+        // Only a 200 carries a body the store reads; others are never read.
+        if (response.status !== 200) {
+          await response.body?.cancel?.().catch(() => {});
+          return { ok: true, status: response.status };
+        }
+        const read = await readUpTo(response, maxBytes);
+        return { ok: true, status: response.status, body: read.body, truncated: read.truncated };
+      } catch (error) {
+        return adapterFailure(error);
+      } finally {
+        controllers.delete(callId);
+      }
+    };
+    const abort = (callId) => {
+      try {
+        controllers.get(callId)?.abort();
+      } catch {
+        // An abort listener's failure is the fetch's; the request still ends.
+      }
+    };
+    const url = o.url instanceof URL ? o.url.href : typeof o.url === "string" ? o.url : undefined;
+    const token = typeof o.token === "string" ? o.token : undefined;
+    try {
+      this.#native = new native.NativeHttpStore({ url, token, lockTtlMs: numberOption(o.lockTtlMs), requestTimeoutMs: numberOption(o.requestTimeoutMs) }, request, abort);
+    } catch (error) {
+      rethrowNative(error);
+    }
+  }
+  load(runId) {
+    return call(this.#native.load(runId));
+  }
+  append(runId, data) {
+    return call(this.#native.append(runId, data));
+  }
+  async acquire(runId) {
+    const id = await call(this.#native.acquire(runId));
+    let released = false;
+    // Gives back this lease only: a release function kept past a later acquire is a no-op.
+    return async () => {
+      if (released) return;
+      released = true;
+      await call(this.#native.release(runId, id));
+    };
+  }
+  close(runId) {
+    return call(this.#native.close(runId));
+  }
+  list() {
+    return call(this.#native.list());
+  }
+}
+
+const OBJECT_STORE_OPTIONS = ["storage", "prefix", "conditionalPut", "leaseTtlMs"];
+
+/**
+ * `new ObjectDurableStore({ storage, prefix?, conditionalPut?, leaseTtlMs? })`: the journal in
+ * an object store through an `ObjectStorage` adapter (`get(key)` → `Uint8Array | undefined`,
+ * `put(key, data, { ifMatch })` → `false` when the precondition failed, `list(prefix)` → keys).
+ * Locking needs conditional puts, declared by `conditionalPut: true` on the options or on the
+ * adapter.
+ */
+export class ObjectDurableStore {
+  #native;
+  constructor(options) {
+    const o = options ?? {};
+    if (typeof o !== "object") throw codedError("cave_durable_object_storage_invalid", "cave_durable_object_storage_invalid: ObjectDurableStore(options) needs { storage }");
+    refuseUnknownKeys("ObjectDurableStore", o, OBJECT_STORE_OPTIONS);
+    const storage = o.storage;
+    for (const method of ["get", "put", "list"]) {
+      if (typeof storage?.[method] !== "function") {
+        throw codedError("cave_durable_object_storage_invalid", `cave_durable_object_storage_invalid: ObjectDurableStore needs an ObjectStorage with ${method}()`);
+      }
+    }
+    if (o.prefix !== undefined && typeof o.prefix !== "string") {
+      throw codedError("cave_durable_object_prefix_invalid", "cave_durable_object_prefix_invalid: prefix must be a string");
+    }
+    const invalid = (method, what) => ({ ok: false, code: "cave_durable_object_storage_invalid", message: `cave_durable_object_storage_invalid: ObjectStorage.${method}() must ${what}` });
+    const get = async ({ key }) => {
+      try {
+        const value = await storage.get(key);
+        if (value === undefined || value === null) return { ok: true };
+        if (!(value instanceof Uint8Array)) return invalid("get", "resolve to a Uint8Array or undefined");
+        return { ok: true, data: Buffer.from(value.buffer, value.byteOffset, value.byteLength) };
+      } catch (error) {
+        return adapterFailure(error);
+      }
+    };
+    const put = async ({ key, data, ifMatch }) => {
+      try {
+        const result = await storage.put(key, bytes(data), ifMatch === undefined || ifMatch === null ? undefined : { ifMatch });
+        return { ok: true, written: result !== false };
+      } catch (error) {
+        return adapterFailure(error);
+      }
+    };
+    const list = async ({ prefix }) => {
+      try {
+        const keys = await storage.list(prefix);
+        if (!Array.isArray(keys) || !keys.every((k) => typeof k === "string")) return invalid("list", "resolve to an array of key strings");
+        return { ok: true, keys };
+      } catch (error) {
+        return adapterFailure(error);
+      }
+    };
+    const conditionalPut = o.conditionalPut === true || (o.conditionalPut === undefined && storage.conditionalPut === true);
+    try {
+      this.#native = new native.NativeObjectStore({ prefix: o.prefix, conditionalPut, leaseTtlMs: numberOption(o.leaseTtlMs) }, get, put, list);
+    } catch (error) {
+      rethrowNative(error);
+    }
+  }
+  get prefix() {
+    return this.#native.prefix;
+  }
+  load(runId) {
+    return call(this.#native.load(runId));
+  }
+  append(runId, data) {
+    return call(this.#native.append(runId, data));
+  }
+  async acquire(runId) {
+    const id = await call(this.#native.acquire(runId));
+    let released = false;
+    return async () => {
+      if (released) return;
+      released = true;
+      await call(this.#native.release(runId, id));
+    };
+  }
+  close(runId) {
+    return call(this.#native.close(runId));
+  }
+  list() {
+    return call(this.#native.list());
   }
 }
 

@@ -14,6 +14,6 @@ export {
 } from "./definition.mjs";
 export { auto, AUTO } from "./models.mjs";
 export { run, stream, CavemanRunError, agentStaticContextDiagnostics } from "./run.mjs";
-export { DiskDurableStore, SqlDurableStore } from "./durable.mjs";
+export { DiskDurableStore, SqlDurableStore, HttpDurableStore, ObjectDurableStore } from "./durable.mjs";
 export { createConversation } from "./conversation.mjs";
 export * from "./surface.mjs";

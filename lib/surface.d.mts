@@ -123,7 +123,6 @@ export declare const PROFILED_COMPILER_SHA256: string, PROFILED_COMPILER_VERSION
 export declare const TARGET_CAPABILITY_LATTICE: readonly string[];
 export declare const AGENT_DIR_ENTRY: string;
 export declare class ConnectRuntime { constructor(...args: unknown[]) }
-export declare class HttpDurableStore { constructor(options: import("./reference-types.mjs").HttpDurableStoreOptions) }
 export { PROGRAMMATIC_TOOL_NAME, programmaticToolInstructions, createProgrammaticToolRuntime } from "./programmatic-tools.mjs";
 export declare class ProgrammaticSpeculationScope { constructor(...args: unknown[]) }
 export declare const createProgrammaticToolErrorWrapper: Unsupported, programmaticToolMetadata: Unsupported;

@@ -101,10 +101,6 @@ export const AGENT_DIR_ENTRY = ".caveman/agent-dir-entry.mjs";
 export const egressAllowed = unsupported("sandbox_egress", "egressAllowed", "an OS sandbox with egress control");
 export const resolveEgressPolicy = unsupported("sandbox_egress", "resolveEgressPolicy", "an OS sandbox with egress control");
 
-// Durable stores knap does not ship yet.
-export const HttpDurableStore = unsupportedClass("durable_store", "HttpDurableStore", "an HTTP durable store");
-export const ObjectDurableStore = unsupportedClass("durable_store", "ObjectDurableStore", "an object-storage durable store");
-
 // Claude Agent SDK runtime (`/claude`).
 export const runClaudeAgent = unsupported("claude", "runClaudeAgent", "@anthropic-ai/claude-agent-sdk's runtime bridge");
 

@@ -76,3 +76,20 @@ import { loadAgentEnvironment, applyAgentEnvironment } from "knap/plugins";
   const applied = applyAgentEnvironment(withMemory, env);
   void [hits.length, applied.id, env.skills.map((s) => s.id)];
 }
+
+// The remote durable stores, as the reference types them.
+import { HttpDurableStore } from "knap";
+import type { HttpDurableStoreOptions } from "knap";
+import { ObjectDurableStore } from "knap/durable";
+import type { ObjectStorage, DurableStore } from "knap/durable";
+export function remoteStores(): DurableStore[] {
+  const options: HttpDurableStoreOptions = { url: "https://journal.example.com", token: "t", lockTtlMs: 30_000 };
+  const objects = new Map<string, Uint8Array>();
+  const storage: ObjectStorage = {
+    conditionalPut: true,
+    get: async (key) => objects.get(key),
+    put: async (key, data, opts) => (opts?.ifMatch === "" && objects.has(key) ? false : (objects.set(key, data), true)),
+    list: async (prefix) => [...objects.keys()].filter((k) => k.startsWith(prefix)),
+  };
+  return [new HttpDurableStore(options), new ObjectDurableStore({ storage, prefix: "runs/" })];
+}

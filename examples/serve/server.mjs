@@ -4,6 +4,7 @@
 //
 //   CAVE_SERVE_TOKEN=dev-token-0123456789 node examples/serve/server.mjs          # port 8080
 //   PORT=8081 DATABASE_URL=postgres://… SINGLE_INSTANCE=0 node examples/serve/server.mjs
+//   SCRIPTED_DELAY_MS=2000 …   the scripted model takes that long per answer (to kill a server mid-run)
 import fs from "node:fs";
 import path from "node:path";
 
@@ -36,7 +37,9 @@ const notes = agent({
 
 // The scripted model reads the transcript, so a run resumed in another process gets the same
 // answers: a `note` call for a new user message, then the confirmation.
-const scripted = (model, context, options) => {
+const delayMs = Number(process.env.SCRIPTED_DELAY_MS ?? 0);
+const scripted = async (model, context, options) => {
+  if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
   const last = context.messages.at(-1);
   const userText = [...context.messages].reverse().find((m) => m.role === "user")?.content?.[0]?.text ?? "";
   const turn = last?.role === "toolResult" ? { text: `Noted: ${userText.split("\n")[0]}` } : { toolCalls: [{ name: "note", args: { text: userText.split("\n")[0] } }] };

@@ -150,6 +150,23 @@ pub const DURABLE_LIST_FIRST_LINE_BYTES: usize = 64 * 1024;
 pub const DURABLE_LOCK_SETTLE: Duration = Duration::from_secs(10);
 /// `owner.json` bytes read when judging a lock.
 pub const DURABLE_LOCK_OWNER_MAX_BYTES: usize = 4096;
+/// Leases of the SQL, HTTP and object stores: 30 s by default, at least 3 s, renewed every third
+/// of the TTL (`lockTtlMs` / `leaseTtlMs`).
+pub const DURABLE_LEASE_TTL_DEFAULT_MS: u64 = 30_000;
+pub const DURABLE_LEASE_TTL_MIN_MS: u64 = 3_000;
+/// `HttpDurableStore`'s `requestTimeoutMs` default; at most a day.
+pub const DURABLE_HTTP_REQUEST_TIMEOUT_DEFAULT_MS: u64 = 10_000;
+pub const DURABLE_HTTP_REQUEST_TIMEOUT_MAX_MS: u64 = 24 * 60 * 60 * 1000;
+/// The largest `GET /runs` and lock response read (a journal is read up to
+/// `DURABLE_MAX_JOURNAL_BYTES`); a larger one is invalid.
+pub const DURABLE_HTTP_LIST_MAX_BYTES: usize = 64 * 1024 * 1024;
+pub const DURABLE_HTTP_LOCK_RESPONSE_MAX_BYTES: usize = 64 * 1024;
+/// `ObjectDurableStore`: create-if-absent attempts for one journal chunk before
+/// `cave_durable_append_conflict`, and the lease object bytes read.
+pub const DURABLE_OBJECT_APPEND_ATTEMPTS: u32 = 8;
+pub const DURABLE_OBJECT_LEASE_MAX_BYTES: usize = 64 * 1024;
+/// The default key prefix of `ObjectDurableStore`.
+pub const DURABLE_OBJECT_PREFIX: &str = "caveman/durable/";
 
 /// Programmatic tool cells (`caveman_code`, `programmatic-tools.ts`).
 /// Nested tool calls one cell may make.

@@ -2,7 +2,10 @@
 //! without buying the same work twice (`@caveman-ai/agent`'s `durable.ts`, journal v2).
 
 pub mod canonical;
+pub mod http_store;
 pub mod journal;
+pub mod lease;
+pub mod object_store;
 pub mod record;
 pub mod replay;
 pub mod store;

@@ -163,10 +163,7 @@ impl DiskStore {
       .map_err(|e| io_error("cave_durable_store_failed", "stat", &e))?
       .len();
     if len as usize > DURABLE_MAX_JOURNAL_BYTES {
-      return Err(DurableError::coded(
-        "cave_durable_journal_limit",
-        "journal exceeds 256 MiB",
-      ));
+      return Err(journal_limit(false));
     }
     let mut bytes = Vec::with_capacity(len as usize);
     file
@@ -174,10 +171,7 @@ impl DiskStore {
       .read_to_end(&mut bytes)
       .map_err(|e| io_error("cave_durable_store_failed", "read", &e))?;
     if bytes.len() > DURABLE_MAX_JOURNAL_BYTES {
-      return Err(DurableError::coded(
-        "cave_durable_journal_limit",
-        "journal exceeds 256 MiB",
-      ));
+      return Err(journal_limit(false));
     }
     if let Some(keep) = torn_tail(&bytes)? {
       bytes.truncate(keep);
@@ -185,8 +179,7 @@ impl DiskStore {
         cut_journal(&dir, keep as u64)?;
       }
     }
-    let text = String::from_utf8(bytes).map_err(|_| unparseable())?;
-    Ok(text.lines().map(str::to_string).collect())
+    journal_text_lines(bytes)
   }
 
   fn file_for(&self, run_id: &str) -> Result<Arc<Mutex<File>>, DurableError> {
@@ -226,10 +219,7 @@ impl DiskStore {
     let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
     if size as usize + data.len() > DURABLE_MAX_JOURNAL_BYTES {
-      return Err(DurableError::coded(
-        "cave_durable_journal_limit",
-        "journal would exceed 256 MiB",
-      ));
+      return Err(journal_limit(true));
     }
     f.write_all(data.as_bytes())
       .map_err(|e| io_error("cave_durable_store_failed", "append", &e))?;
@@ -366,6 +356,36 @@ impl DiskStore {
     ids.sort();
     Ok(ids)
   }
+}
+
+/// `cave_durable_journal_limit`: a journal over 256 MiB, or an append that would take it there.
+pub(crate) fn journal_limit(append: bool) -> DurableError {
+  let what = if append { "journal would exceed 256 MiB" } else { "journal exceeds 256 MiB" };
+  DurableError::coded("cave_durable_journal_limit", what)
+}
+
+/// A journal's bytes (whole lines) as its lines: what every store's `load` returns.
+pub(crate) fn journal_text_lines(bytes: Vec<u8>) -> Result<Vec<String>, DurableError> {
+  let text = String::from_utf8(bytes).map_err(|_| unparseable())?;
+  Ok(text.lines().map(str::to_string).collect())
+}
+
+/// A journal that arrives as one text (an HTTP body, the concatenated chunks of an object store)
+/// as its lines. Over 256 MiB is `cave_durable_journal_limit`. A store that is not a local file
+/// cannot have a torn tail repaired (cut under the run's lock, as [`torn_tail`] allows the disk
+/// store), so text after the last newline is refused as corrupt rather than dropped: an append
+/// after it would glue the next line to it.
+pub fn remote_journal_lines(bytes: Vec<u8>, source: &str) -> Result<Vec<String>, DurableError> {
+  if bytes.len() > DURABLE_MAX_JOURNAL_BYTES {
+    return Err(journal_limit(false));
+  }
+  if !bytes.is_empty() && bytes.last() != Some(&b'\n') {
+    return Err(DurableError::new(
+      "cave_durable_journal_corrupt",
+      format!("cave_durable_journal_corrupt: unparseable journal line\nhint: the journal {source} ends without a newline (a partial append); it was left untouched"),
+    ));
+  }
+  journal_text_lines(bytes)
 }
 
 fn unparseable() -> DurableError {
@@ -785,6 +805,21 @@ mod tests {
   use super::*;
   use std::fs::OpenOptions;
   use std::os::unix::fs::PermissionsExt;
+
+  #[test]
+  fn remote_journal_text_needs_whole_lines() {
+    assert_eq!(remote_journal_lines(Vec::new(), "x").unwrap(), Vec::<String>::new());
+    assert_eq!(
+      remote_journal_lines(b"{\"a\":1}\n{}\n".to_vec(), "x").unwrap(),
+      vec!["{\"a\":1}", "{}"]
+    );
+    let e = remote_journal_lines(b"{}\n{\"v\":2,".to_vec(), "at x").unwrap_err();
+    assert_eq!(e.code, "cave_durable_journal_corrupt");
+    assert!(e.message.starts_with("cave_durable_journal_corrupt: unparseable journal line\nhint: the journal at x "));
+    assert_eq!(remote_journal_lines(vec![0xff, b'\n'], "x").unwrap_err().code, "cave_durable_journal_corrupt");
+    let e = remote_journal_lines(vec![b'\n'; DURABLE_MAX_JOURNAL_BYTES + 1], "x").unwrap_err();
+    assert_eq!(e.message, "cave_durable_journal_limit: journal exceeds 256 MiB");
+  }
 
   fn owner_pid(lock: &Path) -> Option<i64> {
     let text = fs::read_to_string(lock.join("owner.json")).ok()?;

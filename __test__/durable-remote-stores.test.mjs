@@ -10,7 +10,8 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { run, HttpDurableStore, ObjectDurableStore } from "../lib/index.mjs";
+import { run, HttpDurableStore } from "../lib/index.mjs";
+import { ObjectDurableStore } from "../lib/durable.mjs";
 import * as durable from "../lib/durable.mjs";
 import { fauxModel } from "../lib/testing.mjs";
 import { createAgentServer } from "../lib/serve.mjs";

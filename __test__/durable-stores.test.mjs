@@ -16,7 +16,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { createRequire } from "node:module";
 
-import { run, DiskDurableStore, SqlDurableStore, HttpDurableStore, ObjectDurableStore } from "../lib/index.mjs";
+import { run, DiskDurableStore, SqlDurableStore, HttpDurableStore } from "../lib/index.mjs";
+import { ObjectDurableStore } from "../lib/durable.mjs";
 import { countSide, readSide, scenarioAgent, scenarioOptions } from "./fixtures/durable-scenario.mjs";
 import { startProcess } from "./fixtures/processes.mjs";
 import { startJournalServer, memoryObjectStorage, liveObjectLeases, expireObjectLease } from "./fixtures/remote-stores.mjs";

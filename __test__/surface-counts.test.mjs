@@ -134,7 +134,7 @@ test("root values whose behaviour needs a part knap lacks throw cave_<area>_unsu
       assert.throws(() => knap[name](), expectCode(area, name));
     }
   }
-  for (const [area, name] of [["connect", "ConnectRuntime"], ["durable_store", "HttpDurableStore"], ["programmatic_tools", "ProgrammaticSpeculationScope"]]) {
+  for (const [area, name] of [["connect", "ConnectRuntime"], ["programmatic_tools", "ProgrammaticSpeculationScope"]]) {
     assert.throws(() => new knap[name]({}), expectCode(area, name));
   }
   // Constants of those parts: using one (a conversion, a comparison, a property) throws.

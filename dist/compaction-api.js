@@ -1,2 +1,2 @@
-// knap shim for the reference's dist/compaction-api.js: re-exports ../lib/compaction.mjs.
-export * from "../lib/compaction.mjs";
+// knap shim for the reference's dist/compaction-api.js: re-exports ../lib/entry/compaction.mjs (knap/compaction).
+export * from "../lib/entry/compaction.mjs";

@@ -552,32 +552,5 @@ export declare class HttpDurableStore implements DurableStore {
   list(): Promise<string[]>;
 }
 
-/** The reference's object-storage adapter (S3, R2, GCS, Azure behind three methods). */
-export interface ObjectStorage {
-  get(key: string): Promise<Uint8Array | undefined>;
-  /** `ifMatch: ""` means create only if absent; resolve `false` when the precondition failed. */
-  put(key: string, data: Uint8Array, options?: { ifMatch?: string }): Promise<boolean | void>;
-  list(prefix: string): Promise<readonly string[]>;
-  /** The adapter's puts honour `ifMatch`: required to lock runs. */
-  readonly conditionalPut?: boolean;
-}
-export declare class ObjectDurableStore implements DurableStore {
-  constructor(options: {
-    storage: ObjectStorage;
-    /** Default `caveman/durable/`. */
-    prefix?: string;
-    /** Declares conditional puts (else the adapter's `conditionalPut`); locking needs them. */
-    conditionalPut?: boolean;
-    /** Default 30,000, at least 3,000 (`cave_durable_object_lease_ttl_invalid`). */
-    leaseTtlMs?: number;
-  });
-  readonly prefix: string;
-  load(runId: string): Promise<string[]>;
-  append(runId: string, data: string): Promise<void>;
-  acquire(runId: string): Promise<() => Promise<void>>;
-  close(runId: string): Promise<void>;
-  list(): Promise<string[]>;
-}
-
 export type { Model, StreamFn, Models, AssistantMessage, Message };
 export * from "./surface.mjs";

@@ -14,6 +14,7 @@ export {
 } from "./definition.mjs";
 export { auto, AUTO } from "./models.mjs";
 export { run, stream, CavemanRunError, agentStaticContextDiagnostics } from "./run.mjs";
-export { DiskDurableStore, SqlDurableStore, HttpDurableStore, ObjectDurableStore } from "./durable.mjs";
+// ObjectDurableStore is a /durable name in the reference, not a root one.
+export { DiskDurableStore, SqlDurableStore, HttpDurableStore } from "./durable.mjs";
 export { createConversation } from "./conversation.mjs";
 export * from "./surface.mjs";

@@ -71,7 +71,6 @@ export {
   AGENT_DIR_ENTRY,
   egressAllowed,
   resolveEgressPolicy,
-  HttpDurableStore,
   ProgrammaticSpeculationScope,
   createProgrammaticToolErrorWrapper,
   programmaticToolMetadata,

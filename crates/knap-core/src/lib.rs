@@ -39,4 +39,7 @@ pub mod workspace;
 #[cfg(all(test, target_os = "linux"))]
 mod race_tests;
 
+#[cfg(all(test, target_os = "linux"))]
+mod prop_tests;
+
 pub use error::ToolError;

@@ -8,6 +8,7 @@
 
 use std::io::Read;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -462,7 +463,7 @@ fn list_dir(dir: &std::fs::File, r: &Resolved) -> Result<Vec<String>, ToolError>
   let entries = std::fs::read_dir(&proc_path).map_err(|e| ToolError::from_io(&e, "scandir", &r.abs))?;
   let mut names: Vec<String> = entries
     .filter_map(|e| e.ok())
-    .map(|e| e.file_name().to_string_lossy().into_owned())
+    .map(|e| crate::workspace::name_text(e.file_name().as_bytes()).into_owned())
     .collect();
   names.sort();
   Ok(names)

@@ -562,13 +562,15 @@ impl NativeTool {
   pub async fn read(
     &self,
     input: ReadToolInput,
+    cancel: Option<&CancelToken>,
   ) -> Either3<ReadTextOutput, ReadDirectoryOutput, ToolErrorResult> {
     let i = core::ReadInput {
       file_path: input.file_path,
       offset: input.offset,
       limit: input.limit,
     };
-    match self.tools.read(&self.tool, i).await {
+    let cancel = token(cancel);
+    match core::abortable(&cancel, "Read", self.tools.read(&self.tool, i)).await {
       Ok(core::ReadOutput::Text {
         content,
         lines,
@@ -595,8 +597,17 @@ impl NativeTool {
   }
 
   #[napi]
-  pub async fn write(&self, input: WriteToolInput) -> WriteCall {
-    let r = self.tools.write(&self.tool, input.file_path, input.content).await;
+  pub async fn write(&self, input: WriteToolInput, cancel: Option<&CancelToken>) -> WriteCall {
+    let cancel = token(cancel);
+    let effects = core::Effects {
+      touched: self.tools.absolute(&input.file_path).into_iter().collect(),
+      all: false,
+    };
+    let r = tokio::select! {
+      biased;
+      _ = cancel.cancelled() => (Err(knap_core::text::ai::aborted("Write")), effects),
+      r = self.tools.write(&self.tool, input.file_path, input.content) => r,
+    };
     call!(WriteCall, r, WriteToolOutput, |o: core::WriteOutput| {
       WriteToolOutput {
         message: o.message,
@@ -607,14 +618,23 @@ impl NativeTool {
   }
 
   #[napi]
-  pub async fn edit(&self, input: EditToolInput) -> EditCall {
+  pub async fn edit(&self, input: EditToolInput, cancel: Option<&CancelToken>) -> EditCall {
+    let cancel = token(cancel);
+    let effects = core::Effects {
+      touched: self.tools.absolute(&input.file_path).into_iter().collect(),
+      all: false,
+    };
     let i = core::EditInput {
       file_path: input.file_path,
       old_string: input.old_string,
       new_string: input.new_string,
       replace_all: input.replace_all == Some(true),
     };
-    let r = self.tools.edit(&self.tool, i).await;
+    let r = tokio::select! {
+      biased;
+      _ = cancel.cancelled() => (Err(knap_core::text::ai::aborted("Edit")), effects),
+      r = self.tools.edit(&self.tool, i) => r,
+    };
     call!(EditCall, r, EditToolOutput, |o: core::EditOutput| {
       EditToolOutput {
         message: o.message,

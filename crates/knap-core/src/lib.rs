@@ -42,4 +42,7 @@ mod race_tests;
 #[cfg(all(test, target_os = "linux"))]
 mod prop_tests;
 
+#[cfg(all(test, target_os = "linux"))]
+mod race_write_tests;
+
 pub use error::ToolError;

@@ -1151,6 +1151,7 @@ mod hardening_tests {
   #[test]
   fn names_that_are_not_utf8_are_shown_faithfully_and_addressed_by_what_is_shown() {
     use std::ffi::OsStr;
+    use std::io::Read;
     let (_d, w, root) = ws();
     // Latin-1 "café", a lone continuation byte, and a UTF-8 name holding U+EF80 itself.
     let names: [&[u8]; 3] = [b"caf\xe9.txt", b"x\x80y", "lit\u{EF80}.txt".as_bytes()];

@@ -249,8 +249,10 @@ impl NativeAgentTools {
 
   /// The resolved form of a tool path (for cache dependencies), or `null` outside the sandbox.
   #[napi]
-  pub fn absolute(&self, path: String) -> Option<String> {
-    self.inner.absolute(&path)
+  pub async fn absolute(&self, path: String) -> Option<String> {
+    // Resolution walks the path with system calls: off the JS thread.
+    let inner = self.inner.clone();
+    tokio::task::spawn_blocking(move || inner.absolute(&path)).await.ok().flatten()
   }
 }
 
@@ -525,6 +527,16 @@ macro_rules! call {
   }};
 }
 
+impl NativeTool {
+  /// What an aborted write may still have changed (the cache forgets it).
+  fn touched(&self, path: &str) -> Effects {
+    Effects {
+      touched: self.tools.absolute(path).into_iter().collect(),
+      all: false,
+    }
+  }
+}
+
 #[napi]
 impl NativeTool {
   /// `on_progress` receives the output in chunks while the command runs (`onProgress`); the
@@ -599,13 +611,10 @@ impl NativeTool {
   #[napi]
   pub async fn write(&self, input: WriteToolInput, cancel: Option<&CancelToken>) -> WriteCall {
     let cancel = token(cancel);
-    let effects = core::Effects {
-      touched: self.tools.absolute(&input.file_path).into_iter().collect(),
-      all: false,
-    };
+    let path = input.file_path.clone();
     let r = tokio::select! {
       biased;
-      _ = cancel.cancelled() => (Err(knap_core::text::ai::aborted("Write")), effects),
+      _ = cancel.cancelled() => (Err(knap_core::text::ai::aborted("Write")), self.touched(&path)),
       r = self.tools.write(&self.tool, input.file_path, input.content) => r,
     };
     call!(WriteCall, r, WriteToolOutput, |o: core::WriteOutput| {
@@ -620,10 +629,7 @@ impl NativeTool {
   #[napi]
   pub async fn edit(&self, input: EditToolInput, cancel: Option<&CancelToken>) -> EditCall {
     let cancel = token(cancel);
-    let effects = core::Effects {
-      touched: self.tools.absolute(&input.file_path).into_iter().collect(),
-      all: false,
-    };
+    let path = input.file_path.clone();
     let i = core::EditInput {
       file_path: input.file_path,
       old_string: input.old_string,
@@ -632,7 +638,7 @@ impl NativeTool {
     };
     let r = tokio::select! {
       biased;
-      _ = cancel.cancelled() => (Err(knap_core::text::ai::aborted("Edit")), effects),
+      _ = cancel.cancelled() => (Err(knap_core::text::ai::aborted("Edit")), self.touched(&path)),
       r = self.tools.edit(&self.tool, i) => r,
     };
     call!(EditCall, r, EditToolOutput, |o: core::EditOutput| {

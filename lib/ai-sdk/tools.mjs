@@ -22,11 +22,12 @@ export function sdkOptions(config) {
 /**
  * The environment every tool of one tool set shares: the native tool set over the sandbox,
  * the invalidation log of the cache, and `abs` (a tool path resolved as the core resolves it,
- * for cache dependencies).
+ * for cache dependencies; a Promise).
  */
 export function toolEnv(sandbox, { defaultTimeout, log } = {}) {
   const tools = nativeToolsFor(sandbox, defaultTimeout);
-  const abs = (p) => tools.absolute(p === null || p === undefined || p === "" ? "." : String(p)) ?? null;
+  // Resolved on the blocking pool (a deep path is many system calls), never on this thread.
+  const abs = async (p) => (await tools.absolute(p === null || p === undefined || p === "" ? "." : String(p))) ?? null;
   return { sandbox, tools, log, abs };
 }
 

@@ -315,8 +315,21 @@ impl LocalSandbox {
   /// symlink swapped in after the check is never looked at; a FIFO is never opened).
   pub fn stat(&self, path: &str) -> Result<Stat, ToolError> {
     let r = self.workspace.resolve(path)?;
+    self.stat_resolved(path, &r)
+  }
+
+  /// [`Self::stat`] when the path resolves in a few steps (`Workspace::resolve_inline`), `None`
+  /// otherwise: for a caller that may be on the JS thread.
+  pub fn stat_inline(&self, path: &str) -> Result<Option<Stat>, ToolError> {
+    match self.workspace.resolve_inline(path)? {
+      Some(r) => self.stat_resolved(path, &r).map(Some),
+      None => Ok(None),
+    }
+  }
+
+  fn stat_resolved(&self, path: &str, r: &Resolved) -> Result<Stat, ToolError> {
     // `resolve` followed every symlink of the existing prefix, so `rel` names the target.
-    Ok(match self.workspace.stat(path, &r)? {
+    Ok(match self.workspace.stat(path, r)? {
       Some(m) => Stat {
         exists: true,
         is_dir: m.kind == Kind::Dir,

@@ -27,6 +27,31 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Caveman, PathProblem, ToolError};
 use crate::limits::{PATH_MAX_BYTES, PATH_MAX_COMPONENTS, PATH_MAX_SYMLINKS, WRITE_CHUNK_BYTES};
 
+/// Steps (system calls) a path resolution may take on the calling thread: enough for every
+/// ordinary path, far below what a deep or symlink-heavy one costs.
+pub const INLINE_RESOLVE_STEPS: usize = 64;
+
+/// The containment check against an opened root; `None` when it would take more than
+/// `max_steps` steps.
+fn resolve_in(root: &Root, candidate: &str, max_steps: usize) -> Result<Option<Resolved>, ToolError> {
+  // Names shown with escaped bytes (see `name_text`) are addressed by those bytes.
+  let given = PathBuf::from(std::ffi::OsString::from_vec(name_bytes(candidate).into_owned()));
+  let joined = if given.is_absolute() { given } else { root.path.join(given) };
+  let lexical = normalize(&joined);
+  let Some(full) = canonicalize_bounded(root, &lexical, max_steps)
+    .map_err(|e| ToolError::from_io(&e, "realpath", &lexical))?
+  else {
+    return Ok(None);
+  };
+  match full.strip_prefix(&root.path) {
+    Ok(rel) => Ok(Some(Resolved {
+      rel: rel.to_path_buf(),
+      abs: full.clone(),
+    })),
+    Err(_) => Err(escape_error(candidate)),
+  }
+}
+
 /// The canonical root and a descriptor of it.
 pub struct Root {
   pub path: PathBuf,
@@ -188,19 +213,32 @@ impl Workspace {
   pub fn resolve(&self, candidate: &str) -> Result<Resolved, ToolError> {
     check_path(candidate)?;
     let root = self.root()?;
-    // Names shown with escaped bytes (see `name_text`) are addressed by those bytes.
-    let given = PathBuf::from(std::ffi::OsString::from_vec(name_bytes(candidate).into_owned()));
-    let joined = if given.is_absolute() { given } else { root.path.join(given) };
-    let lexical = normalize(&joined);
-    let full = canonicalize_existing_prefix(&root, &lexical)
-      .map_err(|e| ToolError::from_io(&e, "realpath", &lexical))?;
-    match full.strip_prefix(&root.path) {
-      Ok(rel) => Ok(Resolved {
-        rel: rel.to_path_buf(),
-        abs: full.clone(),
-      }),
-      Err(_) => Err(escape_error(candidate)),
+    let resolved = resolve_in(&root, candidate, usize::MAX)?;
+    Ok(resolved.expect("an unbounded resolution always finishes"))
+  }
+
+  /// [`Self::resolve`] on the calling thread when it takes at most [`INLINE_RESOLVE_STEPS`]
+  /// steps (one system call each), `None` otherwise: a tool call's first poll may run on the JS
+  /// thread, which must not walk a deep path (up to 1,024 components, and 40 symlinks whose
+  /// targets add more) there.
+  pub fn resolve_inline(&self, candidate: &str) -> Result<Option<Resolved>, ToolError> {
+    check_path(candidate)?;
+    let root = self.root()?;
+    resolve_in(&root, candidate, INLINE_RESOLVE_STEPS)
+  }
+
+  /// [`Self::resolve`] without blocking the calling thread on a long walk: cheap resolutions
+  /// inline, the rest on the blocking pool.
+  pub async fn resolve_async(&self, candidate: &str) -> Result<Resolved, ToolError> {
+    if let Some(r) = self.resolve_inline(candidate)? {
+      return Ok(r);
     }
+    let root = self.root()?;
+    let c = candidate.to_string();
+    let r = tokio::task::spawn_blocking(move || resolve_in(&root, &c, usize::MAX))
+      .await
+      .map_err(|e| ToolError::new("cave_internal", e.to_string()))??;
+    Ok(r.expect("an unbounded resolution always finishes"))
   }
 
   /// `path.resolve(workspace)`: the root the tools use on a non-local backend. Lexical: the
@@ -477,7 +515,13 @@ pub fn normalize(p: &Path) -> PathBuf {
 /// exist (or cannot be entered) ends the existing part; the rest is appended as it is, with its
 /// `..` applied lexically. The result is only the *check*: every open afterwards goes through
 /// [`open_beneath`], which refuses whatever changed in between.
+#[cfg(test)]
 pub(crate) fn canonicalize_existing_prefix(root: &Root, full: &Path) -> io::Result<PathBuf> {
+  Ok(canonicalize_bounded(root, full, usize::MAX)?.expect("unbounded"))
+}
+
+/// [`canonicalize_existing_prefix`], giving up (`None`) after `max_steps` components walked.
+fn canonicalize_bounded(root: &Root, full: &Path, max_steps: usize) -> io::Result<Option<PathBuf>> {
   // Start at the workspace's own descriptor when the path is lexically inside it (the common
   // case: no walk over the workspace's ancestors), else at `/`.
   let (mut cur, mut real, start) = match full.strip_prefix(&root.path) {
@@ -494,7 +538,12 @@ pub(crate) fn canonicalize_existing_prefix(root: &Root, full: &Path) -> io::Resu
   // components from the symlink on.
   let mut orig_left = pending.len();
   let mut checkpoint: Option<(PathBuf, Vec<std::ffi::OsString>)> = None;
+  let mut steps = 0usize;
   while let Some(name) = pending.pop() {
+    steps += 1;
+    if steps > max_steps {
+      return Ok(None);
+    }
     let original = pending.len() < orig_left;
     if original {
       orig_left -= 1;
@@ -582,7 +631,7 @@ pub(crate) fn canonicalize_existing_prefix(root: &Root, full: &Path) -> io::Resu
       _ => real.push(name),
     }
   }
-  Ok(real)
+  Ok(Some(real))
 }
 
 /// What one component of the walk is.
@@ -1172,6 +1221,25 @@ mod hardening_tests {
     }
     // The lossy form (U+FFFD) names no file.
     assert!(w.open_read("caf\u{FFFD}.txt", &w.resolve("caf\u{FFFD}.txt").unwrap(), "open").is_err());
+  }
+
+  #[test]
+  fn a_long_walk_is_not_done_inline() {
+    let (_d, w, root) = ws();
+    let deep = vec!["d"; 100].join("/");
+    std::fs::create_dir_all(root.join(&deep)).unwrap();
+    std::fs::write(root.join("f"), "f").unwrap();
+    assert_eq!(w.resolve_inline("f").unwrap().unwrap().rel, PathBuf::from("f"));
+    assert!(w.resolve_inline(&deep).unwrap().is_none(), "100 steps: not on the calling thread");
+    // A short path through a symlink to the deep directory: the expansion counts.
+    symlink(&deep, root.join("short")).unwrap();
+    assert!(w.resolve_inline("short/x").unwrap().is_none());
+    // Errors still come inline (the validator runs first).
+    assert_eq!(w.resolve_inline("a\0").unwrap_err().code, "cave_path_invalid");
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let r = rt.block_on(w.resolve_async("short/x")).unwrap();
+    assert_eq!(r.rel, PathBuf::from(format!("{deep}/x")));
+    assert_eq!(r.abs, w.resolve("short/x").unwrap().abs);
   }
 
   #[test]

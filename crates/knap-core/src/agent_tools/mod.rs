@@ -612,10 +612,8 @@ impl AgentTools {
     let path = input.file_path.clone();
     let outcome = match self.sandbox.local() {
       Some(local) => {
-        let inline = local
-          .stat(&path)
-          .map(|s| s.is_file && s.size <= INLINE_READ_MAX_BYTES)
-          .unwrap_or(false);
+        // Inline only when the path also resolves in a few steps (no deep walk on this thread).
+        let inline = matches!(local.stat_inline(&path), Ok(Some(s)) if s.is_file && s.size <= INLINE_READ_MAX_BYTES);
         if inline {
           // A small file: read here, no hop to a blocking thread.
           local.read(&path, &opts, &CancellationToken::new()).map_err(SandboxError::from)

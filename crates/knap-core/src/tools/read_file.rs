@@ -36,7 +36,7 @@ pub(super) async fn run(
   if !tools.is_local() {
     return run_remote(tools, path, offset as u64, limit.map(|l| l as u64), keep, cancel).await;
   }
-  let resolved = tools.workspace().resolve(&path)?;
+  let resolved = tools.workspace().resolve_async(&path).await?;
   let file = tools.workspace().open_read(&path, &resolved, "stat")?;
   // fstat of an open descriptor does not wait on the disk: done here, before choosing a path.
   let meta = file

@@ -27,7 +27,7 @@ export declare class NativeAgentTools {
    */
   tool(config?: AgentToolConfig | undefined | null): NativeTool
   /** The resolved form of a tool path (for cache dependencies), or `null` outside the sandbox. */
-  absolute(path: string): string | null
+  absolute(path: string): Promise<string | null>
 }
 
 export declare class NativeCommandSessionRuntime {

@@ -41,10 +41,12 @@ test("shellTools numbers: non-finite and non-integers refused with a code; the r
   const ws = setup();
   const t = toolsFor(ws);
   for (const v of [NaN, Infinity, -Infinity]) {
-    await assert.rejects(t.read_file.execute({ path: "f.txt", offset: v }), mismatch("read_file", new RegExp(`offset must be a finite number \\(got ${v}\\)`)));
-    await assert.rejects(t.read_file.execute({ path: "f.txt", limit: v }), mismatch("read_file", /limit must be a finite number/));
-    await assert.rejects(t.bash.execute({ command: "echo hi", timeoutMs: v }), mismatch("bash", /timeoutMs must be a finite number/));
+    await assert.rejects(t.read_file.execute({ path: "f.txt", offset: v }), mismatch("read_file", /offset must be an integer$/));
+    await assert.rejects(t.read_file.execute({ path: "f.txt", limit: v }), mismatch("read_file", /limit must be an integer$/));
+    await assert.rejects(t.bash.execute({ command: "echo hi", timeoutMs: v }), mismatch("bash", /timeoutMs must be an integer$/));
+    await assert.rejects(t.write_file.execute({ path: "n.txt", content: v }), mismatch("write_file", /content must be a string$/));
   }
+  assert.equal(fs.existsSync(ws.path("n.txt")), false);
   await assert.rejects(t.read_file.execute({ path: "f.txt", offset: 2.5 }), mismatch("read_file", /offset must be an integer$/));
   await assert.rejects(t.read_file.execute({ path: "f.txt", limit: "2" }), mismatch("read_file", /limit must be an integer$/));
   // The reference: offset = max(1, offset ?? 1), limit = max(1, limit).
@@ -57,8 +59,13 @@ test("shellTools numbers: non-finite and non-integers refused with a code; the r
   }
   await assert.rejects(t.bash.execute({ command: "echo hi", timeoutMs: 1.5 }), mismatch("bash", /timeoutMs must be an integer$/));
   assert.equal(await t.bash.execute({ command: "echo hi", timeoutMs: 10 ** 12 }), "exit 0\nhi\n");
-  // read_tool_output keeps its own reference codes.
-  await assert.rejects(t.read_tool_output.execute({ handle: "tool_x", offset: NaN }), mismatch("read_tool_output", /offset must be a finite number/));
+  // read_tool_output keeps the reference's own codes for its fields, NaN included.
+  const capped = toolsFor(ws, { outputCaps: { bash: 200 } });
+  const long = await capped.bash.execute({ command: "seq 1 2000" });
+  const handle = /handle (tool_[0-9a-f]{32})/.exec(long)[1];
+  await assert.rejects(capped.read_tool_output.execute({ handle, offset: NaN }), (e) => e.code === "cave_tool_output_offset_invalid");
+  await assert.rejects(capped.read_tool_output.execute({ handle, limit: Infinity }), (e) => e.code === "cave_tool_output_limit_invalid");
+  assert.match(await capped.read_tool_output.execute({ handle, offset: 0, limit: 5 }), /bytes 0-5 of/);
   // A cycle or a BigInt cannot be a tool input.
   const cyclic = { path: "f.txt", extra: {} };
   cyclic.extra.self = cyclic.extra;

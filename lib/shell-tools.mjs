@@ -39,10 +39,10 @@ function checkWorkspace(dir) {
  * A tool call's input as the native tool set takes it: a plain object of JSON values, built
  * member by member so that a large string is handed over as it is (never JSON-stringified on
  * this thread). What JSON would drop (`undefined`, functions, symbols) is dropped; a number
- * JSON cannot carry (NaN, ±Infinity: `JSON.stringify` would turn it into `null`, silently the
- * default) is refused with the schema-mismatch code; nested values go through JSON.
+ * JSON cannot carry (NaN, ±Infinity) reaches the tool as a value of the wrong type, so it is
+ * refused, never taken as the default; nested values go through JSON.
  */
-function toolArguments(tool, input) {
+function toolArguments(input) {
   if (input === undefined || input === null) return {};
   if (typeof input !== "object" || Array.isArray(input)) throw codedError("cave_tool_arguments_invalid");
   const out = {};
@@ -54,11 +54,10 @@ function toolArguments(tool, input) {
         out[key] = value;
         break;
       case "number":
-        if (!Number.isFinite(value)) {
-          const code = `cave_tool_input_schema_mismatch:${tool}`;
-          throw codedError(code, `${code}: ${key} must be a finite number (got ${value})`);
-        }
-        out[key] = value;
+        // JSON has no NaN/Infinity (JSON.stringify would make it `null`, silently the default):
+        // it goes on as a value no tool takes, so each tool refuses it with its own code (the
+        // reference's, where the reference checks the field: read_tool_output, bash sessions).
+        out[key] = Number.isFinite(value) ? value : { nonFinite: String(value) };
         break;
       case "undefined":
       case "function":
@@ -113,7 +112,7 @@ export function shellTools(options) {
     const name = spec.name;
     const execute = async (input, signal, _context) => {
       if (signal?.aborted) throw abortError(signal);
-      const args = toolArguments(name, input);
+      const args = toolArguments(input);
       const [token, dispose] = cancelTokenFor(signal);
       let result;
       try {

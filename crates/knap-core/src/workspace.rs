@@ -1221,6 +1221,9 @@ mod hardening_tests {
     }
     // The lossy form (U+FFFD) names no file.
     assert!(w.open_read("caf\u{FFFD}.txt", &w.resolve("caf\u{FFFD}.txt").unwrap(), "open").is_err());
+    // Error messages show paths the same way (so the path in them can be used again).
+    let e = w.open_read("gone\u{EFE9}", &w.resolve("gone\u{EFE9}").unwrap(), "open").unwrap_err();
+    assert!(e.message.ends_with("/gone\u{EFE9}'"), "{}", e.message);
   }
 
   #[test]

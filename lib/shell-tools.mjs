@@ -35,6 +35,46 @@ function checkWorkspace(dir) {
   }
 }
 
+/**
+ * A tool call's input as the native tool set takes it: a plain object of JSON values, built
+ * member by member so that a large string is handed over as it is (never JSON-stringified on
+ * this thread). What JSON would drop (`undefined`, functions, symbols) is dropped; a number
+ * JSON cannot carry (NaN, ±Infinity) reaches the tool as a value of the wrong type, so it is
+ * refused, never taken as the default; nested values go through JSON.
+ */
+function toolArguments(input) {
+  if (input === undefined || input === null) return {};
+  if (typeof input !== "object" || Array.isArray(input)) throw codedError("cave_tool_arguments_invalid");
+  const out = {};
+  for (const key of Object.keys(input)) {
+    const value = input[key];
+    switch (typeof value) {
+      case "string":
+      case "boolean":
+        out[key] = value;
+        break;
+      case "number":
+        // JSON has no NaN/Infinity (JSON.stringify would make it `null`, silently the default):
+        // it goes on as a value no tool takes, so each tool refuses it with its own code (the
+        // reference's, where the reference checks the field: read_tool_output, bash sessions).
+        out[key] = Number.isFinite(value) ? value : { nonFinite: String(value) };
+        break;
+      case "undefined":
+      case "function":
+      case "symbol":
+        break;
+      default:
+        try {
+          const json = JSON.stringify(value);
+          if (json !== undefined) out[key] = JSON.parse(json);
+        } catch {
+          throw codedError("cave_tool_arguments_invalid");
+        }
+    }
+  }
+  return out;
+}
+
 export function shellTools(options) {
   if (!options || typeof options !== "object" || typeof options.workspace !== "string" || options.workspace === "") {
     throw codedError("cave_shell_tools_workspace_required", "cave_shell_tools_workspace_required: shellTools needs options.workspace (a directory path)");
@@ -72,16 +112,11 @@ export function shellTools(options) {
     const name = spec.name;
     const execute = async (input, signal, _context) => {
       if (signal?.aborted) throw abortError(signal);
-      let json;
-      try {
-        json = JSON.stringify(input ?? {});
-      } catch {
-        throw codedError("cave_tool_arguments_invalid");
-      }
+      const args = toolArguments(input);
       const [token, dispose] = cancelTokenFor(signal);
       let result;
       try {
-        result = await toolset.execute(name, json, token);
+        result = await toolset.execute(name, args, token);
       } finally {
         // A bash session started by this call dies when the call's signal fires, however late.
         if (!(sessions && name === "bash")) dispose();

@@ -250,8 +250,10 @@ impl NativeAgentTools {
 
   /// The resolved form of a tool path (for cache dependencies), or `null` outside the sandbox.
   #[napi]
-  pub fn absolute(&self, path: String) -> Option<String> {
-    self.inner.absolute(&path)
+  pub async fn absolute(&self, path: String) -> Option<String> {
+    // Resolution walks the path with system calls: off the JS thread.
+    let inner = self.inner.clone();
+    tokio::task::spawn_blocking(move || inner.absolute(&path)).await.ok().flatten()
   }
 
   /// bashkit's `discoverInstructions` over this sandbox; `null` when no file was found.
@@ -562,6 +564,16 @@ macro_rules! call {
   }};
 }
 
+impl NativeTool {
+  /// What an aborted write may still have changed (the cache forgets it).
+  fn touched(&self, path: &str) -> Effects {
+    Effects {
+      touched: self.tools.absolute(path).into_iter().collect(),
+      all: false,
+    }
+  }
+}
+
 #[napi]
 impl NativeTool {
   /// `on_progress` receives the output in chunks while the command runs (`onProgress`); the
@@ -601,13 +613,15 @@ impl NativeTool {
   pub async fn read(
     &self,
     input: ReadToolInput,
+    cancel: Option<&CancelToken>,
   ) -> Either3<ReadTextOutput, ReadDirectoryOutput, ToolErrorResult> {
     let i = core::ReadInput {
       file_path: input.file_path,
       offset: input.offset,
       limit: input.limit,
     };
-    match self.tools.read(&self.tool, i).await {
+    let cancel = token(cancel);
+    match core::abortable(&cancel, "Read", self.tools.read(&self.tool, i)).await {
       Ok(core::ReadOutput::Text {
         content,
         lines,
@@ -634,8 +648,14 @@ impl NativeTool {
   }
 
   #[napi]
-  pub async fn write(&self, input: WriteToolInput) -> WriteCall {
-    let r = self.tools.write(&self.tool, input.file_path, input.content).await;
+  pub async fn write(&self, input: WriteToolInput, cancel: Option<&CancelToken>) -> WriteCall {
+    let cancel = token(cancel);
+    let path = input.file_path.clone();
+    let r = tokio::select! {
+      biased;
+      _ = cancel.cancelled() => (Err(knap_core::text::ai::aborted("Write")), self.touched(&path)),
+      r = self.tools.write(&self.tool, input.file_path, input.content) => r,
+    };
     call!(WriteCall, r, WriteToolOutput, |o: core::WriteOutput| {
       WriteToolOutput {
         message: o.message,
@@ -646,14 +666,20 @@ impl NativeTool {
   }
 
   #[napi]
-  pub async fn edit(&self, input: EditToolInput) -> EditCall {
+  pub async fn edit(&self, input: EditToolInput, cancel: Option<&CancelToken>) -> EditCall {
+    let cancel = token(cancel);
+    let path = input.file_path.clone();
     let i = core::EditInput {
       file_path: input.file_path,
       old_string: input.old_string,
       new_string: input.new_string,
       replace_all: input.replace_all == Some(true),
     };
-    let r = self.tools.edit(&self.tool, i).await;
+    let r = tokio::select! {
+      biased;
+      _ = cancel.cancelled() => (Err(knap_core::text::ai::aborted("Edit")), self.touched(&path)),
+      r = self.tools.edit(&self.tool, i) => r,
+    };
     call!(EditCall, r, EditToolOutput, |o: core::EditOutput| {
       EditToolOutput {
         message: o.message,

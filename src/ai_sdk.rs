@@ -14,7 +14,6 @@ use knap_core::sandbox::{ExecOptions, LocalSandbox};
 use knap_core::ToolError;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
-use tokio_util::sync::CancellationToken;
 use napi_derive::napi;
 
 use crate::{async_error, coded_error, CancelToken, ErrorCode};
@@ -155,6 +154,20 @@ fn core<T>(r: std::result::Result<T, ToolError>) -> Result<T> {
   r.map_err(coded_error)
 }
 
+fn exec_option_invalid(name: &str, want: &str, got: f64) -> napi::Error {
+  let got = if got.is_nan() {
+    "NaN".to_string()
+  } else if got.is_infinite() {
+    (if got > 0.0 { "Infinity" } else { "-Infinity" }).to_string()
+  } else {
+    format!("{got}")
+  };
+  crate::async_error(
+    "cave_sandbox_exec_option_invalid",
+    &format!("cave_sandbox_exec_option_invalid: exec {name} must be {want}, received {got}"),
+  )
+}
+
 fn non_negative(v: Option<f64>) -> Option<u64> {
   v.filter(|x| x.is_finite()).map(|x| x.max(0.0).floor() as u64)
 }
@@ -218,8 +231,15 @@ impl NativeSandbox {
     #[napi(ts_arg_type = "((chunk: BindingProgressChunk) => void) | undefined | null")] on_output: Option<ProgressFn>,
   ) -> napi::Result<BindingExecResult> {
     let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
-    let timeout = non_negative(timeout_ms)
-      .map(Duration::from_millis)
+    // NaN, Infinity or a timeout of 0 or less would mean "no timeout" or "kill at once".
+    if let Some(t) = timeout_ms.filter(|t| !(t.is_finite() && *t > 0.0)) {
+      return Err(exec_option_invalid("timeout", "a positive number of milliseconds", t));
+    }
+    if let Some(m) = max_output_length.filter(|m| !(m.is_finite() && *m >= 0.0)) {
+      return Err(exec_option_invalid("maxOutputLength", "a non-negative number of characters", m));
+    }
+    let timeout = timeout_ms
+      .map(|t| Duration::from_millis(t.ceil() as u64))
       .unwrap_or(Duration::from_secs(24 * 3600));
     let max = non_negative(max_output_length)
       .unwrap_or(knap_core::limits::AI_EXEC_MAX_OUTPUT_LENGTH as u64)
@@ -251,16 +271,21 @@ impl NativeSandbox {
     })
   }
 
+  /// `cancel` (the caller's AbortSignal) stops the read between 1 MiB pieces: `ABORT_ERR`.
   #[napi]
-  pub async fn read_file(&self, path: String) -> napi::Result<String> {
+  pub async fn read_file(&self, path: String, cancel: Option<&CancelToken>) -> napi::Result<String> {
     let sb = self.inner.clone();
-    to_async(blocking(move || core(sb.read_to_string(&path, &CancellationToken::new()))).await)
+    let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
+    to_async(blocking(move || core(sb.read_to_string(&path, &token))).await)
   }
 
+  /// `cancel` stops the write between 1 MiB pieces (`ABORT_ERR`; the file is left as it was:
+  /// the new content goes to a temporary that is then removed).
   #[napi]
-  pub async fn write_file(&self, path: String, content: String) -> napi::Result<()> {
+  pub async fn write_file(&self, path: String, content: String, cancel: Option<&CancelToken>) -> napi::Result<()> {
     let sb = self.inner.clone();
-    to_async(blocking(move || core(sb.write(&path, content.as_bytes(), &CancellationToken::new()))).await)
+    let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
+    to_async(blocking(move || core(sb.write(&path, content.as_bytes(), &token))).await)
   }
 
   #[napi]

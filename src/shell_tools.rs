@@ -167,22 +167,19 @@ impl NativeShellTools {
     self.inner.close();
   }
 
-  /// Runs one tool off the JS thread. `inputJson` is the tool input as JSON text.
+  /// Runs one tool off the JS thread. `input` is the tool input as a plain object of JSON
+  /// values (no `undefined`, no non-finite numbers: lib/shell-tools.mjs prepares it). It is
+  /// converted member by member, each string copied once; never turned into JSON text on the
+  /// JS thread (a 100 MB `content` would be stringified, copied and parsed again).
   #[napi]
   pub async fn execute(
     &self,
     name: String,
-    input_json: String,
+    #[napi(ts_arg_type = "Record<string, unknown>")] input: serde_json::Value,
     cancel: Option<&CancelToken>,
   ) -> BindingToolResult {
     let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
     let tools = self.inner.clone();
-    let input: serde_json::Value = match serde_json::from_str(&input_json) {
-      Ok(v) => v,
-      Err(_) => {
-        return BindingToolResult::from_core(Err(knap_core::ToolError::coded("cave_tool_arguments_invalid")))
-      }
-    };
     BindingToolResult::from_core(tools.execute(&name, &input, token).await)
   }
 }

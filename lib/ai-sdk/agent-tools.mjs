@@ -19,10 +19,10 @@ export const DEFAULT_CONFIG = Object.freeze({
 
 const REQUIRED = ["exec", "readFile", "writeFile", "readDir", "fileExists", "isDirectory"];
 
-/** The paths a cached result depends on (for invalidation by writes). */
+/** The paths a cached result depends on (for invalidation by writes), as a Promise. */
 function dependencies(env, name) {
-  const dep = (p) => {
-    const a = env.abs(p);
+  const dep = async (p) => {
+    const a = await env.abs(p);
     return a ? [a] : undefined;
   };
   if (name === "Read") return (params) => dep(params?.file_path);

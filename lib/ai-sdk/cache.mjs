@@ -165,7 +165,7 @@ export function cached(tool, toolName, options = {}) {
         if (invalidation) {
           stored.log = invalidation.id;
           stored.seq = started;
-          const deps = depsOf?.(params, result);
+          const deps = await depsOf?.(params, result);
           if (deps) stored.deps = deps;
         }
         await store.set(key, stored);

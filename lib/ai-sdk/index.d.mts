@@ -78,6 +78,10 @@ export interface LocalSandboxConfig {
 export interface LocalSandbox extends Sandbox {
   /** The canonical workspace directory. */
   readonly workingDirectory: string;
+  /** knap: `signal` stops the read between 1 MiB pieces (rejects with an AbortError). */
+  readFile(path: string, options?: { signal?: AbortSignal }): Promise<string>;
+  /** knap: `signal` stops the write (the file keeps its old content; rejects with an AbortError). */
+  writeFile(path: string, content: string, options?: { signal?: AbortSignal }): Promise<void>;
 }
 
 export declare function createLocalSandbox(config?: LocalSandboxConfig): LocalSandbox;

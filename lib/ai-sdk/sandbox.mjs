@@ -4,10 +4,24 @@
 // process group, killed as a group on timeout or abort, with only a head and a tail of each
 // stream held in memory.
 import { native, KNAP_SANDBOX, LIMITS, call, tokenFor } from "./native.mjs";
-import { codedError } from "../native.mjs";
+import { codedError, abortError } from "../native.mjs";
 import { refuseUnknownKeys } from "../config-keys.mjs";
 import { statSync } from "node:fs";
 import { progressListener } from "./tools.mjs";
+
+/** A file operation under the caller's AbortSignal: the native work stops between pieces. */
+async function abortable(signal, start) {
+  if (signal?.aborted) throw abortError(signal);
+  const [token, dispose] = tokenFor(signal);
+  try {
+    return await call(start(token));
+  } catch (error) {
+    if (error?.code === "ABORT_ERR") throw abortError(signal);
+    throw error;
+  } finally {
+    dispose();
+  }
+}
 
 /** What `sandbox.exec` returns at most per stream, in characters (the rest is middle-truncated). */
 export const EXEC_MAX_OUTPUT_LENGTH = LIMITS.execMaxOutputLength;
@@ -69,8 +83,10 @@ export function createLocalSandbox(config = {}) {
         dispose();
       }
     },
-    readFile: (path) => call(handle.readFile(String(path))),
-    writeFile: (path, content) => call(handle.writeFile(String(path), String(content))),
+    /** knap: `options.signal` (AbortSignal) stops the read; it rejects with an AbortError. */
+    readFile: (path, options) => abortable(options?.signal, (token) => handle.readFile(String(path), token)),
+    /** knap: `options.signal` stops the write (the file keeps its old content); AbortError. */
+    writeFile: (path, content, options) => abortable(options?.signal, (token) => handle.writeFile(String(path), String(content), token)),
     readDir: (path) => call(handle.readDir(String(path))),
     fileExists: exists,
     async isDirectory(path) {

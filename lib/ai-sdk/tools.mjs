@@ -22,11 +22,12 @@ export function sdkOptions(config) {
 /**
  * The environment every tool of one tool set shares: the native tool set over the sandbox,
  * the invalidation log of the cache, and `abs` (a tool path resolved as the core resolves it,
- * for cache dependencies).
+ * for cache dependencies; a Promise).
  */
 export function toolEnv(sandbox, { defaultTimeout, log } = {}) {
   const tools = nativeToolsFor(sandbox, defaultTimeout);
-  const abs = (p) => tools.absolute(p === null || p === undefined || p === "" ? "." : String(p)) ?? null;
+  // Resolved on the blocking pool (a deep path is many system calls), never on this thread.
+  const abs = async (p) => (await tools.absolute(p === null || p === undefined || p === "" ? "." : String(p))) ?? null;
   return { sandbox, tools, log, abs };
 }
 
@@ -57,21 +58,29 @@ function settle(env, r) {
   return r.result;
 }
 
-/** Calls the core; a thrown conversion error (a direct `execute` with bad input) is an `{error}`. */
-async function run(fn) {
+/**
+ * Calls the core; a thrown conversion error (a direct `execute` with input of the wrong type)
+ * is an `{error}`, worded by the tool's schema check (as the AI SDK would have refused it) when
+ * `schema` is given.
+ */
+async function run(fn, schema, input) {
   try {
     return await fn();
   } catch (error) {
+    if (schema) {
+      const checked = schema.validate(input ?? {});
+      if (!checked.success) return { error: errorMessage(checked.error) };
+    }
     return { error: errorMessage(error) };
   }
 }
 
 /** `execute` of a tool that honours the AI SDK's abort signal. */
-function withSignal(fn) {
+function withSignal(fn, schema) {
   return async (input, options) => {
     const [token, dispose] = tokenFor(options?.abortSignal);
     try {
-      return await run(() => fn(input, token));
+      return await run(() => fn(input, token), schema, input);
     } finally {
       dispose();
     }
@@ -121,9 +130,10 @@ export function createBashTool(env, config = {}) {
   checkProgress("Bash", config?.onProgress);
   const t = nativeTool(env, config);
   const onProgress = config?.onProgress ?? undefined;
+  const schema = toolSchema(bashSchema);
   return {
     description: D.BASH,
-    inputSchema: toolSchema(bashSchema),
+    inputSchema: schema,
     ...sdkOptions(config),
     async execute(input, options) {
       const toolCallId = options?.toolCallId;
@@ -132,7 +142,7 @@ export function createBashTool(env, config = {}) {
         : [undefined, undefined];
       const [token, dispose] = tokenFor(options?.abortSignal);
       try {
-        const result = await run(async () => settle(env, await call(t.bash(present(input), token, listener))));
+        const result = await run(async () => settle(env, await call(t.bash(present(input), token, listener))), schema, input);
         if (state?.error !== undefined) return { error: `onProgress threw: ${errorMessage(state.error)}` };
         return result;
       } finally {
@@ -153,11 +163,12 @@ const readSchema = s.object(
 
 export function createReadTool(env, config = {}) {
   const t = nativeTool(env, config);
+  const schema = toolSchema(readSchema);
   return {
     description: D.READ,
-    inputSchema: toolSchema(readSchema),
+    inputSchema: schema,
     ...sdkOptions(config),
-    execute: (input) => run(() => call(t.read(present(input)))),
+    execute: withSignal((input, token) => call(t.read(present(input), token)), schema),
   };
 }
 
@@ -168,11 +179,12 @@ const writeSchema = s.object(
 
 export function createWriteTool(env, config = {}) {
   const t = nativeTool(env, config);
+  const schema = toolSchema(writeSchema);
   return {
     description: D.WRITE,
-    inputSchema: toolSchema(writeSchema),
+    inputSchema: schema,
     ...sdkOptions(config),
-    execute: (input) => run(async () => settle(env, await call(t.write(present(input))))),
+    execute: withSignal(async (input, token) => settle(env, await call(t.write(present(input), token))), schema),
   };
 }
 
@@ -188,11 +200,12 @@ const editSchema = s.object(
 
 export function createEditTool(env, config = {}) {
   const t = nativeTool(env, config);
+  const schema = toolSchema(editSchema);
   return {
     description: D.EDIT,
-    inputSchema: toolSchema(editSchema),
+    inputSchema: schema,
     ...sdkOptions(config),
-    execute: (input) => run(async () => settle(env, await call(t.edit(present(input))))),
+    execute: withSignal(async (input, token) => settle(env, await call(t.edit(present(input), token))), schema),
   };
 }
 
@@ -206,11 +219,12 @@ const globSchema = s.object(
 
 export function createGlobTool(env, config = {}) {
   const t = nativeTool(env, config);
+  const schema = toolSchema(globSchema);
   return {
     description: D.GLOB,
-    inputSchema: toolSchema(globSchema),
+    inputSchema: schema,
     ...sdkOptions(config),
-    execute: withSignal((input, token) => call(t.glob(present(input), token))),
+    execute: withSignal((input, token) => call(t.glob(present(input), token)), schema),
   };
 }
 
@@ -238,11 +252,12 @@ const grepSchema = s.object(
 
 export function createGrepTool(env, config = {}) {
   const t = nativeTool(env, config);
+  const schema = toolSchema(grepSchema);
   return {
     description: D.GREP,
-    inputSchema: toolSchema(grepSchema),
+    inputSchema: schema,
     ...sdkOptions(config),
-    execute: withSignal((input, token) => call(t.grep(present(input), token))),
+    execute: withSignal((input, token) => call(t.grep(present(input), token)), schema),
   };
 }
 

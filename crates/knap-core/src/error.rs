@@ -44,7 +44,7 @@ impl ToolError {
   /// Node-style errno error: `ENOENT: no such file or directory, open '<path>'`.
   pub fn from_io(err: &std::io::Error, syscall: &str, path: &std::path::Path) -> Self {
     let (code, text) = errno_text(err);
-    Self::new(code, format!("{code}: {text}, {syscall} '{}'", path.display()))
+    Self::new(code, format!("{code}: {text}, {syscall} '{}'", crate::workspace::path_text(path)))
   }
 }
 

@@ -39,4 +39,10 @@ pub mod workspace;
 #[cfg(all(test, target_os = "linux"))]
 mod race_tests;
 
+#[cfg(all(test, target_os = "linux"))]
+mod prop_tests;
+
+#[cfg(all(test, target_os = "linux"))]
+mod race_write_tests;
+
 pub use error::ToolError;

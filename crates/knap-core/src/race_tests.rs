@@ -23,12 +23,12 @@ use crate::agent_tools::{AgentTools, GrepInput, ReadInput, ToolConfig};
 use crate::sandbox::LocalSandbox;
 use crate::tools::{ShellTools, ShellToolsConfig};
 
-fn cpath(p: &Path) -> CString {
+pub(crate) fn cpath(p: &Path) -> CString {
   CString::new(p.as_os_str().as_bytes()).unwrap()
 }
 
 /// Swaps two names atomically; both exist before and after.
-fn exchange(a: &CString, b: &CString) -> bool {
+pub(crate) fn exchange(a: &CString, b: &CString) -> bool {
   // SAFETY: valid NUL-terminated paths; RENAME_EXCHANGE only swaps the two directory entries.
   unsafe {
     libc::syscall(
@@ -42,7 +42,7 @@ fn exchange(a: &CString, b: &CString) -> bool {
   }
 }
 
-fn rounds() -> u64 {
+pub(crate) fn rounds() -> u64 {
   std::env::var("KNAP_RACE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(150)
 }
 

@@ -8,6 +8,7 @@
 
 use std::io::Read;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -314,8 +315,21 @@ impl LocalSandbox {
   /// symlink swapped in after the check is never looked at; a FIFO is never opened).
   pub fn stat(&self, path: &str) -> Result<Stat, ToolError> {
     let r = self.workspace.resolve(path)?;
+    self.stat_resolved(path, &r)
+  }
+
+  /// [`Self::stat`] when the path resolves in a few steps (`Workspace::resolve_inline`), `None`
+  /// otherwise: for a caller that may be on the JS thread.
+  pub fn stat_inline(&self, path: &str) -> Result<Option<Stat>, ToolError> {
+    match self.workspace.resolve_inline(path)? {
+      Some(r) => self.stat_resolved(path, &r).map(Some),
+      None => Ok(None),
+    }
+  }
+
+  fn stat_resolved(&self, path: &str, r: &Resolved) -> Result<Stat, ToolError> {
     // `resolve` followed every symlink of the existing prefix, so `rel` names the target.
-    Ok(match self.workspace.stat(path, &r)? {
+    Ok(match self.workspace.stat(path, r)? {
       Some(m) => Stat {
         exists: true,
         is_dir: m.kind == Kind::Dir,
@@ -462,7 +476,7 @@ fn list_dir(dir: &std::fs::File, r: &Resolved) -> Result<Vec<String>, ToolError>
   let entries = std::fs::read_dir(&proc_path).map_err(|e| ToolError::from_io(&e, "scandir", &r.abs))?;
   let mut names: Vec<String> = entries
     .filter_map(|e| e.ok())
-    .map(|e| e.file_name().to_string_lossy().into_owned())
+    .map(|e| crate::workspace::name_text(e.file_name().as_bytes()).into_owned())
     .collect();
   names.sort();
   Ok(names)

@@ -27,6 +27,31 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Caveman, PathProblem, ToolError};
 use crate::limits::{PATH_MAX_BYTES, PATH_MAX_COMPONENTS, PATH_MAX_SYMLINKS, WRITE_CHUNK_BYTES};
 
+/// Steps (system calls) a path resolution may take on the calling thread: enough for every
+/// ordinary path, far below what a deep or symlink-heavy one costs.
+pub const INLINE_RESOLVE_STEPS: usize = 64;
+
+/// The containment check against an opened root; `None` when it would take more than
+/// `max_steps` steps.
+fn resolve_in(root: &Root, candidate: &str, max_steps: usize) -> Result<Option<Resolved>, ToolError> {
+  // Names shown with escaped bytes (see `name_text`) are addressed by those bytes.
+  let given = PathBuf::from(std::ffi::OsString::from_vec(name_bytes(candidate).into_owned()));
+  let joined = if given.is_absolute() { given } else { root.path.join(given) };
+  let lexical = normalize(&joined);
+  let Some(full) = canonicalize_bounded(root, &lexical, max_steps)
+    .map_err(|e| ToolError::from_io(&e, "realpath", &lexical))?
+  else {
+    return Ok(None);
+  };
+  match full.strip_prefix(&root.path) {
+    Ok(rel) => Ok(Some(Resolved {
+      rel: rel.to_path_buf(),
+      abs: full.clone(),
+    })),
+    Err(_) => Err(escape_error(candidate)),
+  }
+}
+
 /// The canonical root and a descriptor of it.
 pub struct Root {
   pub path: PathBuf,
@@ -61,6 +86,77 @@ pub struct Resolved {
 pub struct Workspace {
   given: PathBuf,
   root: Mutex<Option<Arc<Root>>>,
+}
+
+/// File names that are not UTF-8, as text and back. A tool shows a name as text; a byte that is
+/// not part of valid UTF-8 is shown as the private-use character U+EF00 + byte (U+EF80–U+EFFF,
+/// the MirBSD "OPTU-8" mapping), and a tool path given back with such characters names those
+/// bytes, so every listed name can be addressed. To keep the mapping one-to-one, a name whose
+/// UTF-8 holds one of those characters itself is shown with that character's bytes escaped the
+/// same way. Valid UTF-8 names without them (nearly all) are shown as they are.
+pub fn name_text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+  use std::borrow::Cow;
+  if let Ok(s) = std::str::from_utf8(bytes) {
+    if !s.chars().any(is_byte_escape) {
+      return Cow::Borrowed(s);
+    }
+  }
+  let mut out = String::with_capacity(bytes.len() + 8);
+  let mut rest = bytes;
+  while !rest.is_empty() {
+    let (valid, bad) = match std::str::from_utf8(rest) {
+      Ok(s) => (s, 0),
+      Err(e) => {
+        // The first `valid_up_to` bytes are valid UTF-8.
+        let s = std::str::from_utf8(&rest[..e.valid_up_to()]).unwrap_or_default();
+        (s, e.error_len().unwrap_or(rest.len() - e.valid_up_to()))
+      }
+    };
+    for c in valid.chars() {
+      if is_byte_escape(c) {
+        let mut buf = [0u8; 4];
+        out.extend(c.encode_utf8(&mut buf).bytes().map(escape_byte));
+      } else {
+        out.push(c);
+      }
+    }
+    let at = valid.len();
+    out.extend(rest[at..at + bad].iter().copied().map(escape_byte));
+    rest = &rest[at + bad..];
+  }
+  Cow::Owned(out)
+}
+
+/// The bytes a tool path names: [`name_text`] undone (U+EF80–U+EFFF are bytes 0x80–0xFF).
+pub fn name_bytes(text: &str) -> std::borrow::Cow<'_, [u8]> {
+  use std::borrow::Cow;
+  if !text.chars().any(is_byte_escape) {
+    return Cow::Borrowed(text.as_bytes());
+  }
+  let mut out = Vec::with_capacity(text.len());
+  for c in text.chars() {
+    if is_byte_escape(c) {
+      out.push((c as u32 - 0xEF00) as u8);
+    } else {
+      let mut buf = [0u8; 4];
+      out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+    }
+  }
+  Cow::Owned(out)
+}
+
+/// A path as tools show it ([`name_text`] over its bytes).
+pub fn path_text(p: &Path) -> std::borrow::Cow<'_, str> {
+  name_text(p.as_os_str().as_bytes())
+}
+
+fn is_byte_escape(c: char) -> bool {
+  ('\u{EF80}'..='\u{EFFF}').contains(&c)
+}
+
+/// Only bytes 0x80–0xFF are ever escaped (an ASCII byte is always valid UTF-8).
+fn escape_byte(b: u8) -> char {
+  char::from_u32(0xEF00 + b as u32).unwrap_or('\u{FFFD}')
 }
 
 pub fn escape_error(candidate: &str) -> ToolError {
@@ -129,21 +225,32 @@ impl Workspace {
   pub fn resolve(&self, candidate: &str) -> Result<Resolved, ToolError> {
     check_path(candidate)?;
     let root = self.root()?;
-    let joined = if Path::new(candidate).is_absolute() {
-      PathBuf::from(candidate)
-    } else {
-      root.path.join(candidate)
-    };
-    let lexical = normalize(&joined);
-    let full = canonicalize_existing_prefix(&root, &lexical)
-      .map_err(|e| ToolError::from_io(&e, "realpath", &lexical))?;
-    match full.strip_prefix(&root.path) {
-      Ok(rel) => Ok(Resolved {
-        rel: rel.to_path_buf(),
-        abs: full.clone(),
-      }),
-      Err(_) => Err(escape_error(candidate)),
+    let resolved = resolve_in(&root, candidate, usize::MAX)?;
+    Ok(resolved.expect("an unbounded resolution always finishes"))
+  }
+
+  /// [`Self::resolve`] on the calling thread when it takes at most [`INLINE_RESOLVE_STEPS`]
+  /// steps (one system call each), `None` otherwise: a tool call's first poll may run on the JS
+  /// thread, which must not walk a deep path (up to 1,024 components, and 40 symlinks whose
+  /// targets add more) there.
+  pub fn resolve_inline(&self, candidate: &str) -> Result<Option<Resolved>, ToolError> {
+    check_path(candidate)?;
+    let root = self.root()?;
+    resolve_in(&root, candidate, INLINE_RESOLVE_STEPS)
+  }
+
+  /// [`Self::resolve`] without blocking the calling thread on a long walk: cheap resolutions
+  /// inline, the rest on the blocking pool.
+  pub async fn resolve_async(&self, candidate: &str) -> Result<Resolved, ToolError> {
+    if let Some(r) = self.resolve_inline(candidate)? {
+      return Ok(r);
     }
+    let root = self.root()?;
+    let c = candidate.to_string();
+    let r = tokio::task::spawn_blocking(move || resolve_in(&root, &c, usize::MAX))
+      .await
+      .map_err(|e| ToolError::new("cave_internal", e.to_string()))??;
+    Ok(r.expect("an unbounded resolution always finishes"))
   }
 
   /// `path.resolve(workspace)`: the root the tools use on a non-local backend. Lexical: the
@@ -420,7 +527,13 @@ pub fn normalize(p: &Path) -> PathBuf {
 /// exist (or cannot be entered) ends the existing part; the rest is appended as it is, with its
 /// `..` applied lexically. The result is only the *check*: every open afterwards goes through
 /// [`open_beneath`], which refuses whatever changed in between.
-fn canonicalize_existing_prefix(root: &Root, full: &Path) -> io::Result<PathBuf> {
+#[cfg(test)]
+pub(crate) fn canonicalize_existing_prefix(root: &Root, full: &Path) -> io::Result<PathBuf> {
+  Ok(canonicalize_bounded(root, full, usize::MAX)?.expect("unbounded"))
+}
+
+/// [`canonicalize_existing_prefix`], giving up (`None`) after `max_steps` components walked.
+fn canonicalize_bounded(root: &Root, full: &Path, max_steps: usize) -> io::Result<Option<PathBuf>> {
   // Start at the workspace's own descriptor when the path is lexically inside it (the common
   // case: no walk over the workspace's ancestors), else at `/`.
   let (mut cur, mut real, start) = match full.strip_prefix(&root.path) {
@@ -437,7 +550,12 @@ fn canonicalize_existing_prefix(root: &Root, full: &Path) -> io::Result<PathBuf>
   // components from the symlink on.
   let mut orig_left = pending.len();
   let mut checkpoint: Option<(PathBuf, Vec<std::ffi::OsString>)> = None;
+  let mut steps = 0usize;
   while let Some(name) = pending.pop() {
+    steps += 1;
+    if steps > max_steps {
+      return Ok(None);
+    }
     let original = pending.len() < orig_left;
     if original {
       orig_left -= 1;
@@ -525,7 +643,7 @@ fn canonicalize_existing_prefix(root: &Root, full: &Path) -> io::Result<PathBuf>
       _ => real.push(name),
     }
   }
-  Ok(real)
+  Ok(Some(real))
 }
 
 /// What one component of the walk is.
@@ -1094,6 +1212,54 @@ mod hardening_tests {
     }
     assert_eq!(w.resolve(&format!("l{}", PATH_MAX_SYMLINKS - 1)).unwrap().rel, PathBuf::from("end"));
     assert_eq!(w.resolve(&format!("l{}", PATH_MAX_SYMLINKS)).unwrap_err().code, "ELOOP");
+  }
+
+  #[test]
+  fn names_that_are_not_utf8_are_shown_faithfully_and_addressed_by_what_is_shown() {
+    use std::ffi::OsStr;
+    use std::io::Read;
+    let (_d, w, root) = ws();
+    // Latin-1 "café", a lone continuation byte, and a UTF-8 name holding U+EF80 itself.
+    let names: [&[u8]; 3] = [b"caf\xe9.txt", b"x\x80y", "lit\u{EF80}.txt".as_bytes()];
+    for (i, raw) in names.iter().enumerate() {
+      std::fs::write(root.join(OsStr::from_bytes(raw)), format!("content {i}")).unwrap();
+    }
+    assert_eq!(name_text(names[0]), "caf\u{EFE9}.txt");
+    assert_eq!(name_text(names[1]), "x\u{EF80}y");
+    assert_eq!(name_text(names[2]), "lit\u{EFEE}\u{EFBE}\u{EF80}.txt", "its own bytes escaped");
+    assert_eq!(name_text(b"plain \xc3\xa9"), "plain é");
+    for (i, raw) in names.iter().enumerate() {
+      let shown = name_text(raw).into_owned();
+      let r = w.resolve(&shown).unwrap();
+      assert_eq!(r.rel.as_os_str().as_bytes(), *raw);
+      let mut text = String::new();
+      w.open_read(&shown, &r, "open").unwrap().read_to_string(&mut text).unwrap();
+      assert_eq!(text, format!("content {i}"));
+    }
+    // The lossy form (U+FFFD) names no file.
+    assert!(w.open_read("caf\u{FFFD}.txt", &w.resolve("caf\u{FFFD}.txt").unwrap(), "open").is_err());
+    // Error messages show paths the same way (so the path in them can be used again).
+    let e = w.open_read("gone\u{EFE9}", &w.resolve("gone\u{EFE9}").unwrap(), "open").unwrap_err();
+    assert!(e.message.ends_with("/gone\u{EFE9}'"), "{}", e.message);
+  }
+
+  #[test]
+  fn a_long_walk_is_not_done_inline() {
+    let (_d, w, root) = ws();
+    let deep = vec!["d"; 100].join("/");
+    std::fs::create_dir_all(root.join(&deep)).unwrap();
+    std::fs::write(root.join("f"), "f").unwrap();
+    assert_eq!(w.resolve_inline("f").unwrap().unwrap().rel, PathBuf::from("f"));
+    assert!(w.resolve_inline(&deep).unwrap().is_none(), "100 steps: not on the calling thread");
+    // A short path through a symlink to the deep directory: the expansion counts.
+    symlink(&deep, root.join("short")).unwrap();
+    assert!(w.resolve_inline("short/x").unwrap().is_none());
+    // Errors still come inline (the validator runs first).
+    assert_eq!(w.resolve_inline("a\0").unwrap_err().code, "cave_path_invalid");
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let r = rt.block_on(w.resolve_async("short/x")).unwrap();
+    assert_eq!(r.rel, PathBuf::from(format!("{deep}/x")));
+    assert_eq!(r.abs, w.resolve("short/x").unwrap().abs);
   }
 
   #[test]

@@ -251,6 +251,49 @@ pub fn shell_quote(v: &str) -> String {
   format!("'{}'", v.replace('\'', "'\\''"))
 }
 
+/// What a numeric input may hold.
+#[derive(Clone, Copy)]
+enum Num {
+  /// A line number or a count: an integer, 0 or more (0 is bashkit's "not given", as its falsy
+  /// checks read it).
+  Count,
+  /// Milliseconds: more than 0.
+  Timeout,
+}
+
+/// bashkit's numeric inputs, checked before anything runs. Its zod schemas refuse NaN and
+/// ±Infinity (which a direct `execute` can pass); a negative or fractional line number, count
+/// or context size, or a timeout of 0 or less, has no meaning bashkit defines (its `slice`
+/// arithmetic would read from the end, or kill the command at once), so it is an error too.
+fn check_numbers(fields: &[(&str, Option<f64>, Num)]) -> Result<(), String> {
+  for &(name, value, kind) in fields {
+    let Some(v) = value else { continue };
+    let ok = match kind {
+      Num::Count => v.is_finite() && v >= 0.0 && v.fract() == 0.0,
+      Num::Timeout => v.is_finite() && v > 0.0,
+    };
+    if !ok {
+      let want = match kind {
+        Num::Count => "a non-negative integer",
+        Num::Timeout => "a positive number of milliseconds",
+      };
+      return Err(format!("Invalid \"{name}\": expected {want}, received {}", js_number(v)));
+    }
+  }
+  Ok(())
+}
+
+/// A number as JavaScript prints it (`NaN`, `Infinity`, `-1`, `2.5`).
+fn js_number(v: f64) -> String {
+  if v.is_nan() {
+    "NaN".into()
+  } else if v.is_infinite() {
+    if v > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+  } else {
+    format!("{v}")
+  }
+}
+
 fn positive_floor(v: Option<f64>) -> Option<u64> {
   v.filter(|x| x.is_finite() && *x > 0.0).map(|x| x.floor() as u64)
 }
@@ -295,6 +338,21 @@ pub(crate) async fn blocking_cancellable<T: Send + 'static>(
   let token = CancellationToken::new();
   let _guard = token.clone().drop_guard();
   blocking(move || f(&token)).await
+}
+
+/// Answers `"<Name> was aborted"` as soon as `cancel` fires; the tool's future is dropped then,
+/// which stops its blocking file work between pieces ([`blocking_cancellable`]) and removes an
+/// unfinished atomic write's temporary. A write another sandbox's `writeFile` already started
+/// cannot be called back: it may still land.
+pub async fn abortable<T>(cancel: &CancellationToken, name: &str, f: impl Future<Output = Answer<T>>) -> Answer<T> {
+  if cancel.is_cancelled() {
+    return Err(text::aborted(name));
+  }
+  tokio::select! {
+    biased;
+    _ = cancel.cancelled() => Err(text::aborted(name)),
+    r = f => r,
+  }
 }
 
 impl AgentTools {
@@ -391,7 +449,10 @@ impl AgentTools {
     progress: Option<Arc<crate::progress::Progress>>,
   ) -> (Answer<BashOutput>, Effects) {
     let closer = progress.clone();
-    let out = self.bash_inner(tool, input, cancel, progress).await;
+    let out = match check_numbers(&[("timeout", input.timeout_ms, Num::Timeout)]) {
+      Ok(()) => self.bash_inner(tool, input, cancel, progress).await,
+      Err(e) => (Err(e), Effects::default()),
+    };
     if let Some(p) = closer {
       p.close();
     }
@@ -418,9 +479,10 @@ impl AgentTools {
     if input.run_in_background {
       return (self.background(&input.command).await, effects);
     }
+    // Checked positive in `bash`.
     let wanted = match input.timeout_ms {
-      Some(t) if t.is_finite() => t.max(0.0) as u64,
-      _ => tool.timeout_ms,
+      Some(t) => t.ceil() as u64,
+      None => tool.timeout_ms,
     };
     let ms = wanted.min(AI_BASH_MAX_TIMEOUT_MS);
     let max = tool.config.max_output_length.unwrap_or(AI_BASH_MAX_OUTPUT_LENGTH);
@@ -545,15 +607,14 @@ impl AgentTools {
   }
 
   async fn read_inner(&self, tool: &Tool, input: ReadInput) -> Answer<ReadOutput> {
+    check_numbers(&[("offset", input.offset, Num::Count), ("limit", input.limit, Num::Count)])?;
     self.check_allowed(tool, &input.file_path)?;
     let opts = Self::read_options(tool, &input);
     let path = input.file_path.clone();
     let outcome = match self.sandbox.local() {
       Some(local) => {
-        let inline = local
-          .stat(&path)
-          .map(|s| s.is_file && s.size <= INLINE_READ_MAX_BYTES)
-          .unwrap_or(false);
+        // Inline only when the path also resolves in a few steps (no deep walk on this thread).
+        let inline = matches!(local.stat_inline(&path), Ok(Some(s)) if s.is_file && s.size <= INLINE_READ_MAX_BYTES);
         if inline {
           // A small file: read here, no hop to a blocking thread.
           local.read(&path, &opts, &CancellationToken::new()).map_err(SandboxError::from)
@@ -879,6 +940,13 @@ impl AgentTools {
   // ------------------------------------------------------------------------------------ Grep
 
   pub async fn grep(&self, tool: &Tool, input: GrepInput, cancel: CancellationToken) -> Answer<GrepPage> {
+    check_numbers(&[
+      ("-B", input.before, Num::Count),
+      ("-A", input.after, Num::Count),
+      ("-C", input.context, Num::Count),
+      ("head_limit", input.head_limit, Num::Count),
+      ("offset", input.offset, Num::Count),
+    ])?;
     let search_path = input
       .path
       .clone()

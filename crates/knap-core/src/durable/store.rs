@@ -397,7 +397,7 @@ fn unparseable() -> DurableError {
 /// them validate as events, and they are a JSON object cut short, or complete but for its
 /// newline), `None` when there is nothing to cut. Anything else is corrupt, never cut: a
 /// kilobyte of garbage without a newline is not a crash mid-write.
-fn torn_tail(bytes: &[u8]) -> Result<Option<usize>, DurableError> {
+pub(crate) fn torn_tail(bytes: &[u8]) -> Result<Option<usize>, DurableError> {
   let keep = bytes
     .iter()
     .rposition(|b| *b == b'\n')
@@ -421,12 +421,25 @@ fn torn_tail(bytes: &[u8]) -> Result<Option<usize>, DurableError> {
 /// A prefix of one journal line as an append writes it: a JSON object that is either complete
 /// or valid up to the point where the bytes stop.
 pub(crate) fn is_torn_append(tail: &[u8]) -> bool {
-  tail.first() == Some(&b'{')
-    && tail.len() <= DURABLE_MAX_EVENT_BYTES
-    && match serde_json::from_slice::<serde::de::IgnoredAny>(tail) {
-      Ok(_) => true,
-      Err(e) => e.is_eof(),
+  if tail.first() != Some(&b'{') || tail.len() > DURABLE_MAX_EVENT_BYTES {
+    return false;
+  }
+  match serde_json::from_slice::<serde::de::IgnoredAny>(tail) {
+    Ok(_) => true,
+    Err(e) if e.is_eof() => true,
+    // serde_json calls a number cut after `-`, `.`, `e` or `e+` "invalid number", not EOF.
+    // Such a prefix is valid exactly when it stays valid with one more digit (a digit may
+    // follow each of them, and adding bytes never repairs an earlier error).
+    Err(_) if matches!(tail.last(), Some(b'-' | b'+' | b'.' | b'e' | b'E')) => {
+      let mut more = tail.to_vec();
+      more.push(b'0');
+      match serde_json::from_slice::<serde::de::IgnoredAny>(&more) {
+        Ok(_) => true,
+        Err(e) => e.is_eof(),
+      }
     }
+    Err(_) => false,
+  }
 }
 
 fn read_last_byte(f: &File, size: u64) -> Option<u8> {
@@ -978,6 +991,17 @@ mod tests {
       assert_eq!(fs::read_to_string(&journal).unwrap(), tail);
     }
     s.release_sync("r1").unwrap();
+  }
+
+  #[test]
+  fn a_line_torn_inside_a_number_is_a_torn_append() {
+    // Found by the journal property test: serde_json reports these cuts as "invalid number".
+    for tail in ["{\"a\":3.", "{\"a\":3.5e", "{\"a\":3.5e+", "{\"a\":-", "{\"a\":-0.", "{\"a\":[1,-"] {
+      assert!(is_torn_append(tail.as_bytes()), "{tail}");
+    }
+    for tail in ["{\"a\":3.-", "{\"a\":e", "{\"a\":tru-", "{\"a\":\"x\"-", "{\"a\":1 -"] {
+      assert!(!is_torn_append(tail.as_bytes()), "{tail}");
+    }
   }
 
   fn valid_line() -> String {

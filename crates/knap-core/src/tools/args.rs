@@ -75,6 +75,27 @@ impl<'a> Args<'a> {
   }
 }
 
+impl Args<'_> {
+  /// An integer (JSON Schema `integer`: a number with no fraction, at most 2^53 − 1 in size).
+  /// The tool decides the range; `2.5` or `"2"` is refused here (a run's schema check already
+  /// refuses them before the tool is called; a direct `execute` gets the same answer).
+  pub fn opt_integer(&self, key: &str) -> Result<Option<f64>, ToolError> {
+    match self.opt_number(key) {
+      Ok(Some(f)) if is_safe_integer(f) => Ok(Some(f)),
+      Ok(None) => Ok(None),
+      _ => Err(self.invalid(key, "an integer")),
+    }
+  }
+
+  /// An integer of at least `min`: below it is refused with the value named.
+  pub fn opt_integer_from(&self, key: &str, min: f64) -> Result<Option<f64>, ToolError> {
+    match self.opt_integer(key)? {
+      Some(f) if f < min => Err(self.invalid(key, &format!("an integer of at least {min} (got {f})"))),
+      v => Ok(v),
+    }
+  }
+}
+
 pub(crate) fn is_safe_integer(f: f64) -> bool {
   f.is_finite() && f.fract() == 0.0 && f.abs() <= MAX_SAFE_INTEGER
 }

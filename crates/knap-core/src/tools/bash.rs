@@ -78,8 +78,10 @@ pub(super) async fn run(
   }
   let command = args.string("command")?.to_string();
   let timeout_ms = args
-    .opt_number("timeoutMs")?
-    .map(|t| t.min(BASH_TIMEOUT_MS as f64).max(0.0))
+    // `min(timeoutMs, 120000)` as the reference; a zero or negative timeout (the reference has no lower
+    // bound; such a timeout can only end the command at once) is refused.
+    .opt_integer_from("timeoutMs", 1.0)?
+    .map(|t| t.min(BASH_TIMEOUT_MS as f64))
     .unwrap_or(BASH_TIMEOUT_MS as f64);
   let cwd = if local {
     tools.workspace().root()?.path.clone()

@@ -354,8 +354,10 @@ async fn start(
   let yield_ms = inputs.wait("yieldTimeMs")?;
   let timeout_ms = inputs
     .args
-    .opt_number("timeoutMs")?
-    .map(|t| t.min(BASH_TIMEOUT_MS as f64).max(0.0))
+    // `min(timeoutMs, 120000)` as the reference; a zero or negative timeout (the reference has no lower
+    // bound; such a timeout can only end the command at once) is refused.
+    .opt_integer_from("timeoutMs", 1.0)?
+    .map(|t| t.min(BASH_TIMEOUT_MS as f64))
     .unwrap_or(BASH_TIMEOUT_MS as f64);
   let root = tools.workspace().root()?;
   let spec = StartSpec {

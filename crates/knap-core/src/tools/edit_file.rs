@@ -21,7 +21,7 @@ pub(super) async fn run(
   if !tools.is_local() {
     return run_remote(tools, path, old, new, replace_all).await;
   }
-  let resolved = tools.workspace().resolve(&path)?;
+  let resolved = tools.workspace().resolve_async(&path).await?;
   let file = tools.workspace().open_read(&path, &resolved, "open")?;
   let (dir, name) = tools.workspace().open_parent(&path, &resolved)?;
   let shown = path.clone();

@@ -23,12 +23,10 @@ pub(super) async fn run(
 ) -> Result<ToolOutput, ToolError> {
   let args = Args::new("read_file", input)?;
   let path = args.string("path")?.to_string();
-  let offset = args
-    .opt_number("offset")?
-    .map(|f| f.floor())
-    .unwrap_or(1.0)
-    .max(1.0);
-  let limit = args.opt_number("limit")?.map(|f| f.floor().max(1.0));
+  // The reference's `max(1, offset ?? 1)` and `max(1, limit)`: 0 and negatives read from the
+  // first line / one line. Non-integers are refused (the schema says integer).
+  let offset = args.opt_integer("offset")?.unwrap_or(1.0).max(1.0);
+  let limit = args.opt_integer("limit")?.map(|f| f.max(1.0));
   let cap = tools.cap(ShellToolName::ReadFile);
   let keep = if tools.store().is_some() {
     cap.max(STORE_ENTRY_MAX_BYTES)
@@ -38,7 +36,7 @@ pub(super) async fn run(
   if !tools.is_local() {
     return run_remote(tools, path, offset as u64, limit.map(|l| l as u64), keep, cancel).await;
   }
-  let resolved = tools.workspace().resolve(&path)?;
+  let resolved = tools.workspace().resolve_async(&path).await?;
   let file = tools.workspace().open_read(&path, &resolved, "stat")?;
   // fstat of an open descriptor does not wait on the disk: done here, before choosing a path.
   let meta = file

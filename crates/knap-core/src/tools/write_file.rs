@@ -20,7 +20,7 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
   if !tools.is_local() {
     return run_remote(tools, path, content, overwrite).await;
   }
-  let resolved = tools.workspace().resolve(&path)?;
+  let resolved = tools.workspace().resolve_async(&path).await?;
   let (dir, name) = tools.workspace().open_parent(&path, &resolved)?;
   let bytes = content.len();
   blocking(move || {

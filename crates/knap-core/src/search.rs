@@ -1,14 +1,18 @@
 //! The one searcher: an in-process ripgrep with several printers, as ripgrep's printer crate
-//! separates them. The walk is rg's (the `ignore` crate honouring `.gitignore`, `.ignore` and
-//! hidden-file rules, including rg's rule that `.gitignore` applies only inside a git repository;
-//! `-g` globs, `-t` types), the matcher is rg's (`grep-regex`; `-i`, `-U --multiline-dotall`), and
-//! `grep-searcher` finds the lines, detects binary files and keeps `-A/-B/-C` context.
+//! separates them. The walk is the descriptor walk ([`crate::walk`]) with rg's filter rules
+//! ([`crate::rg_rules`]: `.gitignore`, `.ignore`, `.git/info/exclude` and git's global excludes
+//! with rg's rule that the git ones apply only inside a git repository, the ancestors' ignore
+//! files, hidden-file rules, `-g` globs, `-t` types), the matcher is rg's (`grep-regex`; `-i`,
+//! `-U --multiline-dotall`), and `grep-searcher` finds the lines, detects binary files and keeps
+//! `-A/-B/-C` context.
 //!
-//! Every file is opened relative to the workspace's root descriptor with
-//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` (or the `O_NOFOLLOW` walk), `O_NOFOLLOW`
-//! and `O_NONBLOCK`, and searched only if `fstat` on that descriptor says it is a regular file:
-//! a directory swapped for an outward symlink while the walk runs cannot lead a read out of the
-//! workspace, and a FIFO swapped in cannot hang the search.
+//! Nothing is opened by path: the scope is opened beneath the workspace's root descriptor
+//! (`openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, or the `O_NOFOLLOW` walk), every
+//! directory below it by name from its parent's descriptor, every file by name from its
+//! directory's descriptor with `O_NOFOLLOW | O_NONBLOCK`, searched only if `fstat` on that
+//! descriptor says it is a regular file, and the ignore files through the same descriptors. A
+//! directory swapped for an outward symlink while the walk runs cannot lead a listing, an ignore
+//! file or a read out of the workspace, and a FIFO swapped in cannot hang the search.
 //!
 //! Printers ([`Printer`]):
 //! * `PathLine` (shellTools' `grep`): `path:line:text` (`line:text` for a single-file scope), at
@@ -23,12 +27,13 @@
 //!
 //! Results are sorted by path (and line), so the same tree gives the same answer and pages
 //! (`offset`, `head_limit`) are stable; when a page is asked for, only the first
-//! `offset + head_limit` entries are kept while searching. A small scope (at most
-//! `GREP_SEQUENTIAL_WALK_MAX_ENTRIES` walk entries) is searched on the calling thread: starting
-//! the parallel walker's threads costs more than searching a few hundred files.
+//! `offset + head_limit` entries are kept while searching. The walk starts on the calling
+//! thread and spreads to more threads past `WALK_SPREAD_AFTER_ENTRIES` entries; a bounded search
+//! ([`search_small`]) stays on the calling thread and gives up past its bounds.
 
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use grep_matcher::Matcher;
@@ -36,13 +41,12 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
   BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
-use ignore::overrides::OverrideBuilder;
-use ignore::types::TypesBuilder;
-use ignore::{WalkBuilder, WalkState};
 
-use crate::limits::GREP_SEQUENTIAL_WALK_MAX_ENTRIES;
+use crate::limits::WALK_SPREAD_AFTER_ENTRIES;
+use crate::rg_rules::{RgRules, RuleError};
 use crate::truncate::cut_line;
-use crate::workspace::Root;
+use crate::walk::{self, At};
+use crate::workspace::{Dir, Opened, Root};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Printer {
@@ -177,34 +181,6 @@ pub fn display_path(display: &str, scope: &Path, path: &Path) -> String {
   }
 }
 
-/// rg's walk of `scope`: its default filters, `-g` globs relative to `base`, `-t` types.
-fn rg_walk(
-  scope: &Path,
-  base: &Path,
-  glob: Option<&str>,
-  file_type: Option<&str>,
-  threads: usize,
-) -> Result<WalkBuilder, SearchError> {
-  let mut walk = WalkBuilder::new(scope);
-  walk.threads(threads.max(1));
-  if let Some(glob) = glob {
-    let mut ob = OverrideBuilder::new(base);
-    let ov = ob
-      .add(glob)
-      .and_then(|b| b.build())
-      .map_err(|e| SearchError::Glob(e.to_string()))?;
-    walk.overrides(ov);
-  }
-  if let Some(t) = file_type {
-    let mut tb = TypesBuilder::new();
-    tb.add_defaults();
-    tb.select(t);
-    let types = tb.build().map_err(|e| SearchError::Type(e.to_string()))?;
-    walk.types(types);
-  }
-  Ok(walk)
-}
-
 fn line_text(bytes: &[u8], max: usize) -> String {
   let b = bytes.strip_suffix(b"\n").unwrap_or(bytes);
   let b = b.strip_suffix(b"\r").unwrap_or(b);
@@ -332,13 +308,17 @@ impl Collector {
 /// First read per searched file; larger files continue with the searcher's own reads.
 const SEARCH_READ_BYTES: usize = 16 * 1024;
 
-/// What one walk entry does: open a file beneath the root, search it, collect what it printed.
+/// What the walk does with each file: open it through its directory, search it, collect what it
+/// printed. Also counts bytes for a bounded search.
 struct Visitor<'a> {
   req: &'a SearchRequest,
   matcher: &'a RegexMatcher,
   show_path: bool,
   collector: Mutex<Collector>,
-  stop: &'a AtomicBool,
+  /// A bounded search's byte budget: the files searched so far, and the most allowed.
+  bytes: AtomicU64,
+  max_bytes: Option<u64>,
+  over_bytes: AtomicBool,
 }
 
 impl Visitor<'_> {
@@ -366,52 +346,25 @@ impl Visitor<'_> {
     matches!(self.req.printer, Printer::PathLine { .. })
   }
 
-  fn visit(&self, searcher: &mut Searcher, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
-    if self.stop.load(Ordering::Relaxed) {
-      return WalkState::Quit;
+  /// Notes a walk or read error, as rg prints it (`PathLine` only: the other printers never
+  /// show errors).
+  fn error(&self, text: impl FnOnce() -> String) {
+    if self.lines_printer() {
+      self.lock().error(text());
     }
-    let entry = match entry {
-      Ok(e) => e,
-      Err(err) => {
-        if self.lines_printer() {
-          self.lock().error(format!("grep: {err}"));
-        }
-        return WalkState::Continue;
+  }
+
+  /// Searches one opened file (`file`: its printed path). `false`: a bounded search went over its
+  /// byte budget (nothing of this file was searched).
+  fn search_file(&self, searcher: &mut Searcher, file: Arc<str>, opened: Opened) -> bool {
+    if let Some(max) = self.max_bytes {
+      let size = opened.stat.st_size.max(0) as u64;
+      if self.bytes.fetch_add(size, Ordering::Relaxed) + size > max {
+        self.over_bytes.store(true, Ordering::Relaxed);
+        return false;
       }
-    };
-    if !entry.file_type().is_some_and(|t| t.is_file()) {
-      return WalkState::Continue;
     }
     let req = self.req;
-    let file: Arc<str> = Arc::from(display_path(&req.display, &req.scope, entry.path()).as_str());
-    let opened = match entry.path().strip_prefix(&req.root.path) {
-      Ok(rel) => req.root.open_regular(rel),
-      // Not below the root (cannot happen for a scope inside it): never opened.
-      Err(_) => Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
-    };
-    let handle = match opened {
-      Ok(Some(f)) => f,
-      // Replaced by something that is not a regular file since it was listed.
-      Ok(None) => return WalkState::Continue,
-      // The walk lists directories by path, so a directory swapped for an outward symlink
-      // while it runs yields names from outside; the open beneath the root refuses them (EXDEV,
-      // ELOOP) or finds nothing (ENOENT, ENOTDIR). Such an entry is not in the workspace: it is
-      // skipped without a word, as printing it would show an outside name.
-      Err(err)
-        if matches!(
-          err.raw_os_error(),
-          Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOENT) | Some(libc::ENOTDIR)
-        ) =>
-      {
-        return WalkState::Continue
-      }
-      Err(err) => {
-        if self.lines_printer() {
-          self.lock().error(format!("grep: {file}: {err}"));
-        }
-        return WalkState::Continue;
-      }
-    };
     let mut sink = FileSink {
       matcher: self.matcher,
       printer: req.printer,
@@ -428,16 +381,14 @@ impl Visitor<'_> {
     // small BufReader that read fetches a typical source file whole.
     let searched = searcher.search_reader(
       self.matcher,
-      std::io::BufReader::with_capacity(SEARCH_READ_BYTES, handle),
+      std::io::BufReader::with_capacity(SEARCH_READ_BYTES, opened.file),
       &mut sink,
     );
     if let Err(err) = searched {
-      if self.lines_printer() {
-        self.lock().error(format!("grep: {file}: {err}"));
-      }
+      self.error(|| format!("grep: {file}: {err}"));
     }
     if !sink.matched {
-      return WalkState::Continue;
+      return true;
     }
     let items = match req.printer {
       Printer::Files => vec![(0, Item::Matched)],
@@ -446,12 +397,57 @@ impl Visitor<'_> {
     };
     let bytes = sink.bytes;
     self.lock().add(&file, items, bytes);
-    WalkState::Continue
+    true
   }
 
   fn lock(&self) -> std::sync::MutexGuard<'_, Collector> {
     self.collector.lock().unwrap_or_else(|e| e.into_inner())
   }
+}
+
+/// An open that failed because the name changed since it was listed (removed, or swapped for a
+/// symlink or something else): the entry is skipped without a word, as the walk never shows what
+/// is there now.
+fn vanished(err: &std::io::Error) -> bool {
+  matches!(
+    err.raw_os_error(),
+    Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOENT) | Some(libc::ENOTDIR)
+  )
+}
+
+impl walk::Visitor for Visitor<'_> {
+  type Local = Searcher;
+
+  fn local(&self) -> Searcher {
+    self.searcher()
+  }
+
+  fn file(&self, searcher: &mut Searcher, dir: &Dir, at: &At, name: &[u8]) -> bool {
+    let lossy = String::from_utf8_lossy(name);
+    let display = &self.req.display;
+    let sep = if display.ends_with('/') { "" } else { "/" };
+    let file: Arc<str> = Arc::from(format!("{display}{sep}{}{lossy}", at.rel));
+    let Ok(c) = CString::new(name) else { return true };
+    match dir.open_file(&c) {
+      Ok(Some(opened)) => self.search_file(searcher, file, opened),
+      // Replaced by something that is not a regular file since it was listed.
+      Ok(None) => true,
+      Err(err) if vanished(&err) => true,
+      Err(err) => {
+        self.error(|| format!("grep: {file}: {err}"));
+        true
+      }
+    }
+  }
+
+  fn dir_error(&self, _: &mut Searcher, at: &At, err: std::io::Error) -> bool {
+    // rg's walker (walkdir) words a directory it cannot read this way.
+    let p = at.abs.display();
+    self.error(|| format!("grep: {p}: IO error for operation on {p}: {err}"));
+    true
+  }
+
+  fn done(&self, _: Searcher) {}
 }
 
 /// rg's matcher for a pattern. Compiling one costs more than searching a small tree, so the last
@@ -506,13 +502,10 @@ fn search_within(
   bound: Option<(usize, u64)>,
 ) -> Result<Option<SearchResult>, SearchError> {
   let matcher = matcher(&req.pattern, req.case_insensitive, req.multiline)?;
-  let walk = rg_walk(
-    &req.scope,
-    &req.root.path,
-    req.glob.as_deref(),
-    req.file_type.as_deref(),
-    req.threads,
-  )?;
+  let rules = RgRules::new(req.root.clone(), req.glob.as_deref(), req.file_type.as_deref()).map_err(|e| match e {
+    RuleError::Glob(m) => SearchError::Glob(m),
+    RuleError::Type(m) => SearchError::Type(m),
+  })?;
   let keep = match req.printer {
     Printer::PathLine { .. } => req.head_limit,
     _ => req
@@ -520,53 +513,75 @@ fn search_within(
       .filter(|&h| h > 0)
       .map(|h| req.offset.saturating_add(h)),
   };
+  // The scope as it is now, looked at beneath the root without following it.
+  let scope_rel = req.scope.strip_prefix(&req.root.path).ok();
+  let kind = match scope_rel {
+    Some(rel) => req.root.kind_of(rel),
+    // Not below the root (cannot happen for a resolved scope): never opened.
+    None => Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
+  };
   let visitor = Visitor {
     req,
     matcher: &matcher,
-    show_path: !req.scope.is_file(),
+    show_path: !matches!(kind, Ok(libc::S_IFREG)),
     collector: Mutex::new(Collector {
       keep,
       ..Default::default()
     }),
-    stop,
+    bytes: AtomicU64::new(0),
+    max_bytes: bound.map(|(_, b)| b),
+    over_bytes: AtomicBool::new(false),
   };
-  let max_entries = bound.map_or(GREP_SEQUENTIAL_WALK_MAX_ENTRIES, |(n, _)| n);
-  let mut first: Vec<Result<ignore::DirEntry, ignore::Error>> = Vec::new();
-  let mut small = true;
-  let mut bytes = 0u64;
-  for entry in walk.build() {
-    if let (Some((_, max_bytes)), Ok(e)) = (bound, &entry) {
-      if e.file_type().is_some_and(|t| t.is_file()) {
-        // The size as listed (lstat); a file that grows after this is still read whole.
-        bytes += e.metadata().map_or(0, |m| m.len());
-        if bytes > max_bytes {
-          return Ok(None);
+  // A scope that is missing (or not a directory) is reported as rg's walker words it; one
+  // swapped for a symlink since it was checked is not walked, without a word.
+  let scope_error = |err: std::io::Error| {
+    if !matches!(err.raw_os_error(), Some(libc::ELOOP) | Some(libc::EXDEV)) {
+      let p = req.scope.display();
+      visitor.error(|| format!("grep: {p}: IO error for operation on {p}: {err}"));
+    }
+  };
+  match (kind, scope_rel) {
+    // One file: searched whatever the rules say (rg never filters a path it is given).
+    (Ok(libc::S_IFREG), Some(rel)) => match req.root.open_regular(rel) {
+      Ok(Some(opened)) => {
+        let mut searcher = visitor.searcher();
+        visitor.search_file(&mut searcher, Arc::from(req.display.as_str()), opened);
+      }
+      Ok(None) => {}
+      Err(err) if vanished(&err) => {}
+      Err(err) => visitor.error(|| format!("grep: {}: {err}", req.display)),
+    },
+    (Ok(libc::S_IFDIR), Some(rel)) => {
+      let (node, parents_error) = rules.parents(rel);
+      if let Some(e) = parents_error {
+        visitor.error(|| format!("grep: {e}"));
+      }
+      match req.root.open_dir(rel) {
+        Ok(dir) => {
+          let at = At {
+            abs: req.scope.clone(),
+            rel: String::new(),
+          };
+          let opts = walk::Options {
+            threads: if bound.is_some() { 1 } else { req.threads.max(1) },
+            spread_after: WALK_SPREAD_AFTER_ENTRIES,
+            stop,
+            max_entries: bound.map(|(n, _)| n),
+          };
+          let end = walk::walk(dir, at, node, &rules, &visitor, &opts);
+          if end == walk::End::OverLimit {
+            return Ok(None);
+          }
         }
+        Err(err) => scope_error(err),
       }
     }
-    first.push(entry);
-    if first.len() > max_entries {
-      small = false;
-      break;
-    }
+    // A FIFO, socket or device named as the scope: nothing to search (rg skips it too).
+    (Ok(_), _) => {}
+    (Err(err), _) => scope_error(err),
   }
-  if !small && bound.is_some() {
+  if visitor.over_bytes.load(Ordering::Relaxed) {
     return Ok(None);
-  }
-  if small {
-    let mut searcher = visitor.searcher();
-    for entry in first {
-      if visitor.visit(&mut searcher, entry) == WalkState::Quit {
-        break;
-      }
-    }
-  } else {
-    drop(first);
-    walk.build_parallel().run(|| {
-      let visitor = &visitor;
-      let mut searcher = visitor.searcher();
-      Box::new(move |entry| visitor.visit(&mut searcher, entry))
-    });
   }
   let mut c = visitor.collector.into_inner().unwrap_or_else(|e| e.into_inner());
   c.shrink();

@@ -118,19 +118,26 @@ async function main() {
     };
   }
   const samples = Object.fromEntries(Object.keys(contestants).map((k) => [k, []]));
+  // CPU time (user + system, all threads) per call: less disturbed by other load on the machine.
+  const cpu = Object.fromEntries(Object.keys(contestants).map((k) => [k, []]));
   const order = Object.keys(contestants);
   for (const k of order) await contestants[k](Math.min(CALLS, 50)); // warm-up
   for (let r = 0; r < ROUNDS; r++) {
     for (let j = 0; j < order.length; j++) {
       const k = order[(r + j) % order.length];
       const n = k === "rg" ? rgCalls : CALLS;
+      const c0 = process.cpuUsage();
       const t0 = performance.now();
       await contestants[k](n);
       samples[k].push(((performance.now() - t0) * 1000) / n);
+      const c = process.cpuUsage(c0);
+      cpu[k].push((c.user + c.system) / n);
     }
   }
   fs.rmSync(root, { recursive: true, force: true });
   const us = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, +median(v).toFixed(1)]));
+  // rg's CPU time is in its child processes (not counted by process.cpuUsage): wall time only.
+  const cpuUs = Object.fromEntries(Object.entries(cpu).filter(([k]) => k !== "rg").map(([k, v]) => [k, +median(v).toFixed(1)]));
   const report = {
     calls: CALLS,
     rounds: ROUNDS,
@@ -138,7 +145,9 @@ async function main() {
     node: process.version,
     loadavg: os.loadavg().map((x) => +x.toFixed(2)),
     perCallUs: us,
+    cpuPerCallUs: cpuUs,
     jsOverKnap: +(us.js / us.knap).toFixed(2),
+    jsOverKnapCpu: +(cpuUs.js / cpuUs.knap).toFixed(2),
     rgOverKnap: us.rg ? +(us.rg / us.knap).toFixed(2) : null,
   };
   if (JSON_OUT) {
@@ -147,11 +156,11 @@ async function main() {
   }
   console.log(`grep on a 25-file workspace${GIT ? " (git repo, .gitignore files)" : ""}: median µs per call of ${ROUNDS} rounds (${CALLS} calls; rg ${rgCalls}), load ${report.loadavg.join(" ")}`);
   console.log("");
-  console.log("| grep | µs per call | ÷ knap |");
-  console.log("|---|---:|---:|");
-  console.log(`| knap shellTools grep | ${us.knap} | 1.00× |`);
-  console.log(`| naive sync JS grep | ${us.js} | ${report.jsOverKnap}× |`);
-  console.log(hasRg ? `| rg (spawned per call) | ${us.rg} | ${report.rgOverKnap}× |` : "| rg | not installed | |");
+  console.log("| grep | wall µs per call | ÷ knap | CPU µs per call | ÷ knap |");
+  console.log("|---|---:|---:|---:|---:|");
+  console.log(`| knap shellTools grep | ${us.knap} | 1.00× | ${cpuUs.knap} | 1.00× |`);
+  console.log(`| naive sync JS grep | ${us.js} | ${report.jsOverKnap}× | ${cpuUs.js} | ${report.jsOverKnapCpu}× |`);
+  console.log(hasRg ? `| rg (spawned per call) | ${us.rg} | ${report.rgOverKnap}× | (child processes) | |` : "| rg | not installed | | | |");
 }
 
 await main();

@@ -46,7 +46,7 @@ use crate::limits::WALK_SPREAD_AFTER_ENTRIES;
 use crate::rg_rules::{RgRules, RuleError};
 use crate::truncate::cut_line;
 use crate::walk::{self, At};
-use crate::workspace::{Dir, Opened, Root};
+use crate::workspace::{Dir, Opened, Root, Scope};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Printer {
@@ -138,12 +138,16 @@ impl std::fmt::Display for SearchError {
   }
 }
 
-/// Threads for a parallel walk: the machine's, at most 8.
+/// Threads for a parallel walk: the machine's, at most 8. Asked once: `available_parallelism`
+/// reads the cgroup's CPU quota from `/proc` and `/sys` (a dozen system calls) every time.
 pub fn walk_threads() -> usize {
-  std::thread::available_parallelism()
-    .map(|n| n.get())
-    .unwrap_or(2)
-    .min(8)
+  static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+  *THREADS.get_or_init(|| {
+    std::thread::available_parallelism()
+      .map(|n| n.get())
+      .unwrap_or(2)
+      .min(8)
+  })
 }
 
 /// Sets `stop` (the flag a search or a glob walk polls) when `cancel` fires or `timeout_ms`
@@ -308,6 +312,68 @@ impl Collector {
 /// First read per searched file; larger files continue with the searcher's own reads.
 const SEARCH_READ_BYTES: usize = 16 * 1024;
 
+thread_local! {
+  /// The read buffer, kept per thread from search to search.
+  static READ_BUFFER: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
+}
+
+/// What one walking thread keeps from file to file: its searcher and its read buffer.
+struct Local {
+  searcher: Searcher,
+  buf: Box<[u8]>,
+}
+
+/// A file read as far as its size when it was opened (`fstat`): after that many bytes it says
+/// end-of-file without asking (one system call less per file; a file growing meanwhile is searched
+/// as it was when opened). A size of 0 (what `/proc` reports) reads to the real end. Reads go
+/// through `buf` as `BufReader` would: the searcher's first tiny read (its BOM check) fetches a
+/// small file whole, larger reads go straight to the file.
+struct SizedReader<'a> {
+  file: std::fs::File,
+  /// Bytes still expected (`None`: unknown, read until the file says end).
+  remaining: Option<u64>,
+  buf: &'a mut [u8],
+  pos: usize,
+  filled: usize,
+}
+
+impl std::io::Read for SizedReader<'_> {
+  fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+    if self.pos == self.filled {
+      let want = match self.remaining {
+        Some(0) => return Ok(0),
+        Some(r) => usize::try_from(r).unwrap_or(usize::MAX),
+        None => usize::MAX,
+      };
+      if out.len() >= self.buf.len() {
+        // Large read with nothing buffered: straight into the caller's buffer.
+        let len = out.len().min(want);
+        let n = self.file.read(&mut out[..len])?;
+        self.account(n);
+        return Ok(n);
+      }
+      let len = self.buf.len().min(want);
+      let n = self.file.read(&mut self.buf[..len])?;
+      self.account(n);
+      self.pos = 0;
+      self.filled = n;
+    }
+    let n = out.len().min(self.filled - self.pos);
+    out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+    self.pos += n;
+    Ok(n)
+  }
+}
+
+impl SizedReader<'_> {
+  fn account(&mut self, n: usize) {
+    if let Some(r) = self.remaining.as_mut() {
+      // A file that shrank ends early (its read said 0).
+      *r = if n == 0 { 0 } else { r.saturating_sub(n as u64) };
+    }
+  }
+}
+
 /// What the walk does with each file: open it through its directory, search it, collect what it
 /// printed. Also counts bytes for a bounded search.
 struct Visitor<'a> {
@@ -356,7 +422,21 @@ impl Visitor<'_> {
 
   /// Searches one opened file (`file`: its printed path). `false`: a bounded search went over its
   /// byte budget (nothing of this file was searched).
-  fn search_file(&self, searcher: &mut Searcher, file: Arc<str>, opened: Opened) -> bool {
+  fn local(&self) -> Local {
+    Local {
+      searcher: self.searcher(),
+      buf: READ_BUFFER
+        .with(|b| b.take())
+        .unwrap_or_else(|| vec![0u8; SEARCH_READ_BYTES].into_boxed_slice()),
+    }
+  }
+
+  /// The thread's read buffer goes back for its next search.
+  fn done(&self, local: Local) {
+    READ_BUFFER.with(|b| b.set(Some(local.buf)));
+  }
+
+  fn search_file(&self, local: &mut Local, file: Arc<str>, opened: Opened) -> bool {
     if let Some(max) = self.max_bytes {
       let size = opened.stat.st_size.max(0) as u64;
       if self.bytes.fetch_add(size, Ordering::Relaxed) + size > max {
@@ -377,13 +457,15 @@ impl Visitor<'_> {
       bytes: 0,
       pending_before: Vec::new(),
     };
-    // `search_path` minus one syscall per file: its BOM sniffing first reads 3 bytes; through a
-    // small BufReader that read fetches a typical source file whole.
-    let searched = searcher.search_reader(
-      self.matcher,
-      std::io::BufReader::with_capacity(SEARCH_READ_BYTES, opened.file),
-      &mut sink,
-    );
+    let size = opened.stat.st_size.max(0) as u64;
+    let reader = SizedReader {
+      file: opened.file,
+      remaining: (size > 0).then_some(size),
+      buf: &mut local.buf,
+      pos: 0,
+      filled: 0,
+    };
+    let searched = local.searcher.search_reader(self.matcher, reader, &mut sink);
     if let Err(err) = searched {
       self.error(|| format!("grep: {file}: {err}"));
     }
@@ -416,20 +498,20 @@ fn vanished(err: &std::io::Error) -> bool {
 }
 
 impl walk::Visitor for Visitor<'_> {
-  type Local = Searcher;
+  type Local = Local;
 
-  fn local(&self) -> Searcher {
-    self.searcher()
+  fn local(&self) -> Local {
+    Visitor::local(self)
   }
 
-  fn file(&self, searcher: &mut Searcher, dir: &Dir, at: &At, name: &[u8]) -> bool {
+  fn file(&self, local: &mut Local, dir: &Dir, at: &At, name: &[u8]) -> bool {
     let lossy = String::from_utf8_lossy(name);
     let display = &self.req.display;
     let sep = if display.ends_with('/') { "" } else { "/" };
     let file: Arc<str> = Arc::from(format!("{display}{sep}{}{lossy}", at.rel));
     let Ok(c) = CString::new(name) else { return true };
     match dir.open_file(&c) {
-      Ok(Some(opened)) => self.search_file(searcher, file, opened),
+      Ok(Some(opened)) => self.search_file(local, file, opened),
       // Replaced by something that is not a regular file since it was listed.
       Ok(None) => true,
       Err(err) if vanished(&err) => true,
@@ -440,21 +522,26 @@ impl walk::Visitor for Visitor<'_> {
     }
   }
 
-  fn dir_error(&self, _: &mut Searcher, at: &At, err: std::io::Error) -> bool {
+  fn dir_error(&self, _: &mut Local, at: &At, err: std::io::Error) -> bool {
     // rg's walker (walkdir) words a directory it cannot read this way.
     let p = at.abs.display();
     self.error(|| format!("grep: {p}: IO error for operation on {p}: {err}"));
     true
   }
 
-  fn done(&self, _: Searcher) {}
+  fn done(&self, local: Local) {
+    Visitor::done(self, local)
+  }
 }
 
 /// rg's matcher for a pattern. Compiling one costs more than searching a small tree, so the last
-/// few are kept (a matcher is immutable and depends only on these three inputs).
-fn matcher(pattern: &str, case_insensitive: bool, multiline: bool) -> Result<RegexMatcher, SearchError> {
+/// few are kept (a matcher is immutable and depends only on these three inputs). Shared, not
+/// cloned: a cloned regex starts with empty caches (its lazy DFA is rebuilt on every search),
+/// a shared one keeps them warm from call to call.
+fn matcher(pattern: &str, case_insensitive: bool, multiline: bool) -> Result<Arc<RegexMatcher>, SearchError> {
   type Key = (String, bool, bool);
-  static RECENT: Mutex<Vec<(Key, RegexMatcher)>> = Mutex::new(Vec::new());
+  type Recent = Vec<(Key, Arc<RegexMatcher>)>;
+  static RECENT: Mutex<Recent> = Mutex::new(Vec::new());
   const KEEP: usize = 16;
   let lock = || RECENT.lock().unwrap_or_else(|e| e.into_inner());
   if let Some((_, m)) = lock()
@@ -470,7 +557,7 @@ fn matcher(pattern: &str, case_insensitive: bool, multiline: bool) -> Result<Reg
   } else {
     mb.line_terminator(Some(b'\n'));
   }
-  let built = mb.build(pattern).map_err(|e| SearchError::Regex(e.to_string()))?;
+  let built = Arc::new(mb.build(pattern).map_err(|e| SearchError::Regex(e.to_string()))?);
   let mut recent = lock();
   if recent.len() >= KEEP {
     recent.remove(0);
@@ -513,17 +600,25 @@ fn search_within(
       .filter(|&h| h > 0)
       .map(|h| req.offset.saturating_add(h)),
   };
-  // The scope as it is now, looked at beneath the root without following it.
+  // The scope as it is now, opened beneath the root without following it (one open for a
+  // directory to walk or a file to search). It cannot be opened (a permission): looked at to word
+  // the error as rg does for a file or a directory.
   let scope_rel = req.scope.strip_prefix(&req.root.path).ok();
-  let kind = match scope_rel {
-    Some(rel) => req.root.kind_of(rel),
+  let opened = match scope_rel {
+    Some(rel) => req.root.open_scope(rel),
     // Not below the root (cannot happen for a resolved scope): never opened.
     None => Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
+  };
+  let unreadable_file = match (&opened, scope_rel) {
+    (Err(e), Some(rel)) if e.raw_os_error() == Some(libc::EACCES) => {
+      req.root.kind_of(rel).ok() == Some(libc::S_IFREG)
+    }
+    _ => false,
   };
   let visitor = Visitor {
     req,
     matcher: &matcher,
-    show_path: !matches!(kind, Ok(libc::S_IFREG)),
+    show_path: !(matches!(opened, Ok(Scope::File(_))) || unreadable_file),
     collector: Mutex::new(Collector {
       keep,
       ..Default::default()
@@ -532,53 +627,43 @@ fn search_within(
     max_bytes: bound.map(|(_, b)| b),
     over_bytes: AtomicBool::new(false),
   };
-  // A scope that is missing (or not a directory) is reported as rg's walker words it; one
-  // swapped for a symlink since it was checked is not walked, without a word.
-  let scope_error = |err: std::io::Error| {
-    if !matches!(err.raw_os_error(), Some(libc::ELOOP) | Some(libc::EXDEV)) {
-      let p = req.scope.display();
-      visitor.error(|| format!("grep: {p}: IO error for operation on {p}: {err}"));
-    }
-  };
-  match (kind, scope_rel) {
+  match opened {
     // One file: searched whatever the rules say (rg never filters a path it is given).
-    (Ok(libc::S_IFREG), Some(rel)) => match req.root.open_regular(rel) {
-      Ok(Some(opened)) => {
-        let mut searcher = visitor.searcher();
-        visitor.search_file(&mut searcher, Arc::from(req.display.as_str()), opened);
-      }
-      Ok(None) => {}
-      Err(err) if vanished(&err) => {}
-      Err(err) => visitor.error(|| format!("grep: {}: {err}", req.display)),
-    },
-    (Ok(libc::S_IFDIR), Some(rel)) => {
+    Ok(Scope::File(opened)) => {
+      let mut local = visitor.local();
+      visitor.search_file(&mut local, Arc::from(req.display.as_str()), opened);
+      visitor.done(local);
+    }
+    Ok(Scope::Dir(dir)) => {
+      let rel = scope_rel.unwrap_or(Path::new(""));
       let (node, parents_error) = rules.parents(rel);
       if let Some(e) = parents_error {
         visitor.error(|| format!("grep: {e}"));
       }
-      match req.root.open_dir(rel) {
-        Ok(dir) => {
-          let at = At {
-            abs: req.scope.clone(),
-            rel: String::new(),
-          };
-          let opts = walk::Options {
-            threads: if bound.is_some() { 1 } else { req.threads.max(1) },
-            spread_after: WALK_SPREAD_AFTER_ENTRIES,
-            stop,
-            max_entries: bound.map(|(n, _)| n),
-          };
-          let end = walk::walk(dir, at, node, &rules, &visitor, &opts);
-          if end == walk::End::OverLimit {
-            return Ok(None);
-          }
-        }
-        Err(err) => scope_error(err),
+      let at = At {
+        abs: req.scope.clone(),
+        rel: String::new(),
+      };
+      let opts = walk::Options {
+        threads: if bound.is_some() { 1 } else { req.threads.max(1) },
+        spread_after: WALK_SPREAD_AFTER_ENTRIES,
+        stop,
+        max_entries: bound.map(|(n, _)| n),
+      };
+      if walk::walk(dir, at, node, &rules, &visitor, &opts) == walk::End::OverLimit {
+        return Ok(None);
       }
     }
     // A FIFO, socket or device named as the scope: nothing to search (rg skips it too).
-    (Ok(_), _) => {}
-    (Err(err), _) => scope_error(err),
+    Ok(Scope::Other) => {}
+    Err(err) if unreadable_file => visitor.error(|| format!("grep: {}: {err}", req.display)),
+    // Swapped for a symlink since it was checked: not searched, without a word.
+    Err(err) if matches!(err.raw_os_error(), Some(libc::ELOOP) | Some(libc::EXDEV)) => {}
+    // Missing, not a directory, unreadable: as rg's walker words it.
+    Err(err) => {
+      let p = req.scope.display();
+      visitor.error(|| format!("grep: {p}: IO error for operation on {p}: {err}"));
+    }
   }
   if visitor.over_bytes.load(Ordering::Relaxed) {
     return Ok(None);
@@ -810,6 +895,47 @@ mod tests {
     stop.store(true, Ordering::Relaxed);
     swapper.join().unwrap();
     assert!(seen_public, "the search never ran on the real directory");
+  }
+
+  /// A file is read as far as its size when it was opened, with no end-of-file read; a size of 0
+  /// (what `/proc` reports for files with content) reads to the real end. Reads bigger than the
+  /// buffer go straight to the file, smaller ones through it.
+  #[test]
+  fn a_file_is_read_as_far_as_its_size_when_opened() {
+    use std::io::{Read, Write};
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("f.txt");
+    std::fs::write(&p, "needle one\n").unwrap();
+    let file = std::fs::File::open(&p).unwrap();
+    std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"needle two\n").unwrap();
+    let mut buf = vec![0u8; 4];
+    let mut r = SizedReader {
+      file,
+      remaining: Some(11),
+      buf: &mut buf,
+      pos: 0,
+      filled: 0,
+    };
+    let mut small = [0u8; 3];
+    assert_eq!(r.read(&mut small).unwrap(), 3, "a small read is served from the buffer");
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest).unwrap();
+    assert_eq!([&small[..], &rest[..]].concat(), b"needle one\n");
+    let mut unknown = SizedReader {
+      file: std::fs::File::open("/proc/self/status").unwrap(),
+      remaining: None,
+      buf: &mut buf,
+      pos: 0,
+      filled: 0,
+    };
+    let mut text = String::new();
+    unknown.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("Name:"), "{text}");
+    // Through the searcher: the line appended after the open is not searched.
+    let mut r = req(d.path(), "needle", Printer::Content);
+    r.scope = r.root.path.join("f.txt");
+    let SearchOutput::Content(m) = go(&r) else { panic!() };
+    assert_eq!(m.len(), 2, "a fresh open sees both lines");
   }
 
   /// A FIFO swapped in for a listed file is opened without waiting and skipped.

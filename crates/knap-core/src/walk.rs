@@ -183,6 +183,24 @@ pub trait Visitor: Sync {
   fn done(&self, local: Self::Local);
 }
 
+/// `getdents64` scratch space, kept per thread from walk to walk (a walk of a small tree costs
+/// about as much as zeroing a fresh one).
+const LIST_BUFFER_BYTES: usize = 32 * 1024;
+
+thread_local! {
+  static LIST_BUFFER: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
+}
+
+fn take_buffer() -> Box<[u8]> {
+  LIST_BUFFER
+    .with(|b| b.take())
+    .unwrap_or_else(|| vec![0u8; LIST_BUFFER_BYTES].into_boxed_slice())
+}
+
+fn give_buffer(buf: Box<[u8]>) {
+  LIST_BUFFER.with(|b| b.set(Some(buf)));
+}
+
 /// How a walk runs.
 pub struct Options<'a> {
   /// Threads in all, the calling one included.
@@ -224,6 +242,8 @@ struct Queue<N> {
   pending: Vec<Pending<N>>,
   busy: usize,
   ended: bool,
+  /// Threads waiting for work (a wake-up is a system call: none when nobody waits).
+  waiting: usize,
 }
 
 /// Walks the tree below `start` (located at `at`), whose own node's parent is `node`. An entry
@@ -244,6 +264,7 @@ pub fn walk<R: Rules, V: Visitor>(
     }],
     busy: 0,
     ended: false,
+    waiting: 0,
   });
   let ready = Condvar::new();
   let ended_by_visitor = AtomicBool::new(false);
@@ -311,7 +332,7 @@ impl<R: Rules, V: Visitor> Shared<'_, R, V> {
   /// Takes directories off the queue until none is left and no thread is reading one (then every
   /// thread ends). `progress()` is called after each directory.
   fn work(&self, local: &mut V::Local, progress: &mut dyn FnMut()) {
-    let mut buf = vec![0u8; 32 * 1024];
+    let mut buf = take_buffer();
     let mut subdirs: Vec<Pending<R::Node>> = Vec::new();
     loop {
       let next = {
@@ -328,11 +349,16 @@ impl<R: Rules, V: Visitor> Shared<'_, R, V> {
           if q.busy == 0 || q.ended {
             break None;
           }
+          q.waiting += 1;
           q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+          q.waiting -= 1;
         }
       };
       let Some(item) = next else {
-        self.ready.notify_all();
+        if self.lock().waiting > 0 {
+          self.ready.notify_all();
+        }
+        give_buffer(buf);
         return;
       };
       self.read(local, item, &mut buf, &mut subdirs);
@@ -342,8 +368,11 @@ impl<R: Rules, V: Visitor> Shared<'_, R, V> {
       }
       subdirs.clear();
       q.busy -= 1;
+      let wake = q.waiting > 0;
       drop(q);
-      self.ready.notify_all();
+      if wake {
+        self.ready.notify_all();
+      }
       progress();
     }
   }

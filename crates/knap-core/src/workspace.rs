@@ -118,6 +118,14 @@ impl Dir {
   }
 }
 
+/// What [`Root::open_scope`] found.
+pub enum Scope {
+  Dir(Dir),
+  File(Opened),
+  /// A FIFO, socket or device (opened without waiting, never read).
+  Other,
+}
+
 /// A directory above the workspace root, reached through `..` from the root's descriptor. rg reads
 /// the ignore files of every ancestor of the directory it searches (its `parents` rule); these lie
 /// outside the workspace by definition (the workspace's contents cannot change them), so they are
@@ -153,6 +161,31 @@ impl Root {
       0,
     )?;
     Ok(Dir { fd })
+  }
+
+  /// Opens `rel` beneath the root whatever it is, in one `open` (`O_RDONLY | O_NONBLOCK`, not
+  /// following its last component) and one `fstat`: a directory to list, a regular file to read,
+  /// or something else (never read).
+  pub fn open_scope(&self, rel: &Path) -> io::Result<Scope> {
+    let fd = open_beneath(
+      self,
+      rel,
+      libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+      0,
+    )?;
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor, writable stat buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+      return Err(io::Error::last_os_error());
+    }
+    Ok(match st.st_mode & libc::S_IFMT {
+      libc::S_IFDIR => Scope::Dir(Dir { fd }),
+      libc::S_IFREG => Scope::File(Opened {
+        file: File::from(fd),
+        stat: st,
+      }),
+      _ => Scope::Other,
+    })
   }
 
   /// What `rel` is, looked at beneath the root without following its last component: the kind

@@ -74,22 +74,14 @@ impl Dir {
   /// The subdirectory `name` (one component), for listing; a symlink there is refused (`ELOOP` or
   /// `ENOTDIR`).
   pub fn open_dir(&self, name: &CStr) -> io::Result<Dir> {
-    let fd = openat_c(
-      self.as_raw_fd(),
-      name,
-      libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-    )?;
+    let fd = openat(self.as_raw_fd(), name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0)?;
     Ok(Dir { fd })
   }
 
   /// The file `name` (one component), never through a symlink, never waiting (`O_NONBLOCK`);
   /// `None` for anything but a regular file (checked with `fstat` on the descriptor).
   pub fn open_file(&self, name: &CStr) -> io::Result<Option<Opened>> {
-    let fd = openat_c(
-      self.as_raw_fd(),
-      name,
-      libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-    )?;
+    let fd = openat(self.as_raw_fd(), name, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0)?;
     Ok(regular(fd))
   }
 
@@ -138,7 +130,7 @@ pub struct Ancestor {
 impl Ancestor {
   /// The regular file `rel` below this directory (symlinks followed, as rg does).
   pub fn open_file(&self, rel: &CStr) -> io::Result<Option<Opened>> {
-    let fd = openat_c(self.fd.as_raw_fd(), rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC)?;
+    let fd = openat(self.fd.as_raw_fd(), rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC, 0)?;
     Ok(regular(fd))
   }
 
@@ -209,7 +201,7 @@ impl Root {
     let mut out: Vec<Ancestor> = Vec::new();
     for path in self.path.ancestors().skip(1) {
       let from = out.last().map_or(self.dir.as_raw_fd(), |a| a.fd.as_raw_fd());
-      match openat_c(from, c"..", DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC) {
+      match openat(from, c"..", DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC, 0) {
         Ok(fd) => out.push(Ancestor {
           path: path.to_path_buf(),
           fd,
@@ -232,21 +224,6 @@ fn regular(fd: OwnedFd) -> Option<Opened> {
     file: File::from(fd),
     stat: st,
   })
-}
-
-fn openat_c(dirfd: RawFd, name: &CStr, flags: i32) -> io::Result<OwnedFd> {
-  loop {
-    // SAFETY: valid dirfd and NUL-terminated name; fd ownership passes to the caller.
-    let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags, 0 as libc::c_uint) };
-    if fd >= 0 {
-      // SAFETY: fresh descriptor from openat.
-      return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-    }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() != Some(libc::EINTR) {
-      return Err(err);
-    }
-  }
 }
 
 /// A candidate path after the boundary check.
@@ -949,14 +926,19 @@ fn is_symlink_at(dirfd: RawFd, name: &CString) -> bool {
   rc == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK
 }
 
-pub(crate) fn openat(dirfd: RawFd, name: &CString, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-  // SAFETY: valid dirfd and NUL-terminated name; fd ownership passes to the caller.
-  let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags, mode as libc::c_uint) };
-  if fd < 0 {
-    return Err(io::Error::last_os_error());
+pub(crate) fn openat(dirfd: RawFd, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+  loop {
+    // SAFETY: valid dirfd and NUL-terminated name; fd ownership passes to the caller.
+    let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags, mode as libc::c_uint) };
+    if fd >= 0 {
+      // SAFETY: fresh descriptor from openat.
+      return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EINTR) {
+      return Err(err);
+    }
   }
-  // SAFETY: fresh descriptor from openat.
-  Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Writes `data` to a temporary sibling and renames it over `name`, so a crash or a full disk

@@ -24,6 +24,7 @@ pub mod policy;
 pub mod program;
 pub mod progress;
 pub mod receipt_check;
+mod rg_rules;
 pub mod sandbox;
 pub mod schema;
 pub mod search;
@@ -34,10 +35,13 @@ pub mod suggest;
 pub mod text;
 pub mod tools;
 pub mod truncate;
+pub mod walk;
 pub mod workspace;
 
 #[cfg(all(test, target_os = "linux"))]
 mod race_tests;
+#[cfg(test)]
+mod walk_tests;
 
 #[cfg(all(test, target_os = "linux"))]
 mod prop_tests;

@@ -65,9 +65,10 @@ pub const BASH_SESSION_QUERY_MAX_BYTES: usize = 4096;
 
 /// `grep`: matching lines returned (`GREP_MAX_MATCHES`), also rg's per-file `--max-count`.
 pub const GREP_MAX_MATCHES: usize = 200;
-/// `grep`: scopes of at most this many walk entries are searched on one thread (no walker
-/// threads to start); larger ones are walked in parallel.
-pub const GREP_SEQUENTIAL_WALK_MAX_ENTRIES: usize = 512;
+/// The directory walk (grep, Glob): a walk runs on the calling thread alone until it has found
+/// this many entries, then its other threads start (starting threads costs more than walking a
+/// small tree).
+pub const WALK_SPREAD_AFTER_ENTRIES: usize = 512;
 /// `grep`: a scope of at most this many walk entries whose files hold at most
 /// `GREP_INLINE_MAX_BYTES` together is searched on the calling thread (no blocking-pool hop, no
 /// timeout task): like `INLINE_READ_MAX_BYTES`, the hop costs more than the search.

@@ -212,3 +212,93 @@ async fn symlink_and_fifo_swaps_never_show_the_outside() {
   assert!(t.leaks.is_empty(), "{} outside reads, first: {:?}", t.leaks.len(), &t.leaks[..t.leaks.len().min(3)]);
   assert!(t.saw_inside > 0, "the tools never saw the inside: the race did not run as meant");
 }
+
+/// The ignore files a search applies come from the directory it lists. `ws/d` holds `hidden.txt`
+/// (hidden by `d/.ignore`), `shown.txt` and `other.txt`; the outside directory's `.ignore` hides
+/// `shown.txt` instead. While `d` flips with an outward symlink, every answer that lists the real
+/// directory (it may be called `d` or `alt` at that moment: `other.txt` shows it was listed) must
+/// show `shown.txt` and never `hidden.txt`. The walk that listed directories by path read `.ignore`
+/// and the listing at different moments, so an outside `.ignore` could hide `shown.txt` and reveal
+/// `hidden.txt` (an outside file deciding what is shown inside).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignore_files_come_from_the_directory_that_is_listed() {
+  let dir = tempfile::tempdir().unwrap();
+  let base = dir.path().canonicalize().unwrap();
+  let (ws, out) = (base.join("ws"), base.join("out"));
+  std::fs::create_dir_all(ws.join("d")).unwrap();
+  std::fs::create_dir_all(&out).unwrap();
+  for name in ["hidden.txt", "shown.txt", "other.txt"] {
+    std::fs::write(ws.join("d").join(name), "needle\n").unwrap();
+    std::fs::write(out.join(name), "needle\n").unwrap();
+  }
+  std::fs::write(ws.join("d/.ignore"), "hidden.txt\n").unwrap();
+  std::fs::write(out.join(".ignore"), "shown.txt\n").unwrap();
+  symlink("../out", ws.join("alt")).unwrap();
+  let shell = ShellTools::new(ShellToolsConfig::new(&ws)).unwrap();
+  let env = vec![("PATH".to_string(), std::env::var("PATH").unwrap_or_default())];
+  let sandbox = Arc::new(LocalSandbox::create(&ws, env).unwrap());
+  let ai = AgentTools::new(Arc::new(sandbox), None);
+  let tool = ai.tool(ToolConfig::default()).unwrap();
+
+  let stop = Arc::new(AtomicBool::new(false));
+  let flips = Arc::new(AtomicU64::new(0));
+  let flipping = {
+    let (a, b) = (cpath(&ws.join("d")), cpath(&ws.join("alt")));
+    let (stop, flips) = (stop.clone(), flips.clone());
+    std::thread::spawn(move || {
+      while !stop.load(Ordering::Relaxed) {
+        if exchange(&a, &b) {
+          flips.fetch_add(1, Ordering::Relaxed);
+        }
+      }
+    })
+  };
+  // Every file an answer lists, as `dir/name` (`./d/x` and `d/x` alike).
+  let check = |what: &str, files: Vec<String>, bad: &mut Vec<String>, listed: &mut u64| {
+    for dir in ["d", "alt"] {
+      let has = |name: &str| files.iter().any(|f| f.trim_start_matches("./") == format!("{dir}/{name}"));
+      if has("other.txt") {
+        *listed += 1;
+        if has("hidden.txt") || !has("shown.txt") {
+          bad.push(format!("{what}: {files:?}"));
+        }
+      }
+    }
+  };
+  let n = rounds();
+  let (mut bad, mut listed, mut round) = (Vec::new(), 0u64, 0u64);
+  while round < n * 4 || flips.load(Ordering::Relaxed) < n * 4 {
+    round += 1;
+    let text = shell
+      .execute("grep", &json!({"pattern": "needle"}), CancellationToken::new())
+      .await
+      .map(|o| o.text)
+      .unwrap_or_default();
+    let files = text.lines().filter_map(|l| l.split(':').next()).map(str::to_string).collect();
+    check("grep", files, &mut bad, &mut listed);
+    let r = ai
+      .grep(
+        &tool,
+        GrepInput {
+          pattern: "needle".into(),
+          ..Default::default()
+        },
+        CancellationToken::new(),
+      )
+      .await;
+    if let Ok(page) = r {
+      if let crate::agent_tools::GrepOutput::Files(files) = page.output {
+        check("Grep", files, &mut bad, &mut listed);
+      }
+    }
+  }
+  stop.store(true, Ordering::Relaxed);
+  flipping.join().unwrap();
+  eprintln!(
+    "ignore race: {round} rounds, {} flips, {listed} answers listed the directory, {} wrong",
+    flips.load(Ordering::Relaxed),
+    bad.len()
+  );
+  assert!(bad.is_empty(), "{} answers used another directory's .ignore, first: {:?}", bad.len(), &bad[..bad.len().min(3)]);
+  assert!(listed > 0, "no answer listed the directory: the race did not run as meant");
+}

@@ -8,7 +8,6 @@
 
 use std::io::Read;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -469,14 +468,14 @@ fn not_regular(abs: &Path) -> ToolError {
   )
 }
 
-/// The sorted entry names of an open directory (read through its descriptor: no path lookup
-/// after the check).
+/// The sorted entry names of a directory just opened (read through its descriptor with the
+/// walk's lister: no path lookup after the check).
 fn list_dir(dir: &std::fs::File, r: &Resolved) -> Result<Vec<String>, ToolError> {
-  let proc_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-  let entries = std::fs::read_dir(&proc_path).map_err(|e| ToolError::from_io(&e, "scandir", &r.abs))?;
-  let mut names: Vec<String> = entries
-    .filter_map(|e| e.ok())
-    .map(|e| crate::workspace::name_text(e.file_name().as_bytes()).into_owned())
+  let mut buf = vec![0u8; 32 * 1024];
+  let listing = crate::walk::Listing::read(dir.as_raw_fd(), &mut buf).map_err(|e| ToolError::from_io(&e, "scandir", &r.abs))?;
+  let mut names: Vec<String> = listing
+    .iter()
+    .map(|(name, _)| crate::workspace::name_text(name).into_owned())
     .collect();
   names.sort();
   Ok(names)

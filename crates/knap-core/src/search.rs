@@ -1,14 +1,18 @@
 //! The one searcher: an in-process ripgrep with several printers, as ripgrep's printer crate
-//! separates them. The walk is rg's (the `ignore` crate honouring `.gitignore`, `.ignore` and
-//! hidden-file rules, including rg's rule that `.gitignore` applies only inside a git repository;
-//! `-g` globs, `-t` types), the matcher is rg's (`grep-regex`; `-i`, `-U --multiline-dotall`), and
-//! `grep-searcher` finds the lines, detects binary files and keeps `-A/-B/-C` context.
+//! separates them. The walk is the descriptor walk ([`crate::walk`]) with rg's filter rules
+//! ([`crate::rg_rules`]: `.gitignore`, `.ignore`, `.git/info/exclude` and git's global excludes
+//! with rg's rule that the git ones apply only inside a git repository, the ancestors' ignore
+//! files, hidden-file rules, `-g` globs, `-t` types), the matcher is rg's (`grep-regex`; `-i`,
+//! `-U --multiline-dotall`), and `grep-searcher` finds the lines, detects binary files and keeps
+//! `-A/-B/-C` context.
 //!
-//! Every file is opened relative to the workspace's root descriptor with
-//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` (or the `O_NOFOLLOW` walk), `O_NOFOLLOW`
-//! and `O_NONBLOCK`, and searched only if `fstat` on that descriptor says it is a regular file:
-//! a directory swapped for an outward symlink while the walk runs cannot lead a read out of the
-//! workspace, and a FIFO swapped in cannot hang the search.
+//! Nothing is opened by path: the scope is opened beneath the workspace's root descriptor
+//! (`openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, or the `O_NOFOLLOW` walk), every
+//! directory below it by name from its parent's descriptor, every file by name from its
+//! directory's descriptor with `O_NOFOLLOW | O_NONBLOCK`, searched only if `fstat` on that
+//! descriptor says it is a regular file, and the ignore files through the same descriptors. A
+//! directory swapped for an outward symlink while the walk runs cannot lead a listing, an ignore
+//! file or a read out of the workspace, and a FIFO swapped in cannot hang the search.
 //!
 //! Printers ([`Printer`]):
 //! * `PathLine` (shellTools' `grep`): `path:line:text` (`line:text` for a single-file scope), at
@@ -23,12 +27,13 @@
 //!
 //! Results are sorted by path (and line), so the same tree gives the same answer and pages
 //! (`offset`, `head_limit`) are stable; when a page is asked for, only the first
-//! `offset + head_limit` entries are kept while searching. A small scope (at most
-//! `GREP_SEQUENTIAL_WALK_MAX_ENTRIES` walk entries) is searched on the calling thread: starting
-//! the parallel walker's threads costs more than searching a few hundred files.
+//! `offset + head_limit` entries are kept while searching. The walk starts on the calling
+//! thread and spreads to more threads past `WALK_SPREAD_AFTER_ENTRIES` entries; a bounded search
+//! ([`search_small`]) stays on the calling thread and gives up past its bounds.
 
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use grep_matcher::Matcher;
@@ -36,13 +41,12 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{
   BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
 };
-use ignore::overrides::OverrideBuilder;
-use ignore::types::TypesBuilder;
-use ignore::{WalkBuilder, WalkState};
 
-use crate::limits::GREP_SEQUENTIAL_WALK_MAX_ENTRIES;
+use crate::limits::WALK_SPREAD_AFTER_ENTRIES;
+use crate::rg_rules::{RgRules, RuleError};
 use crate::truncate::cut_line;
-use crate::workspace::Root;
+use crate::walk::{self, At};
+use crate::workspace::{Dir, Opened, Root, Scope};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Printer {
@@ -134,12 +138,16 @@ impl std::fmt::Display for SearchError {
   }
 }
 
-/// Threads for a parallel walk: the machine's, at most 8.
+/// Threads for a parallel walk: the machine's, at most 8. Asked once: `available_parallelism`
+/// reads the cgroup's CPU quota from `/proc` and `/sys` (a dozen system calls) every time.
 pub fn walk_threads() -> usize {
-  std::thread::available_parallelism()
-    .map(|n| n.get())
-    .unwrap_or(2)
-    .min(8)
+  static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+  *THREADS.get_or_init(|| {
+    std::thread::available_parallelism()
+      .map(|n| n.get())
+      .unwrap_or(2)
+      .min(8)
+  })
 }
 
 /// Sets `stop` (the flag a search or a glob walk polls) when `cancel` fires or `timeout_ms`
@@ -175,34 +183,6 @@ pub fn display_path(display: &str, scope: &Path, path: &Path) -> String {
     }
     _ => display.to_string(),
   }
-}
-
-/// rg's walk of `scope`: its default filters, `-g` globs relative to `base`, `-t` types.
-fn rg_walk(
-  scope: &Path,
-  base: &Path,
-  glob: Option<&str>,
-  file_type: Option<&str>,
-  threads: usize,
-) -> Result<WalkBuilder, SearchError> {
-  let mut walk = WalkBuilder::new(scope);
-  walk.threads(threads.max(1));
-  if let Some(glob) = glob {
-    let mut ob = OverrideBuilder::new(base);
-    let ov = ob
-      .add(glob)
-      .and_then(|b| b.build())
-      .map_err(|e| SearchError::Glob(e.to_string()))?;
-    walk.overrides(ov);
-  }
-  if let Some(t) = file_type {
-    let mut tb = TypesBuilder::new();
-    tb.add_defaults();
-    tb.select(t);
-    let types = tb.build().map_err(|e| SearchError::Type(e.to_string()))?;
-    walk.types(types);
-  }
-  Ok(walk)
 }
 
 fn line_text(bytes: &[u8], max: usize) -> String {
@@ -332,13 +312,79 @@ impl Collector {
 /// First read per searched file; larger files continue with the searcher's own reads.
 const SEARCH_READ_BYTES: usize = 16 * 1024;
 
-/// What one walk entry does: open a file beneath the root, search it, collect what it printed.
+thread_local! {
+  /// The read buffer, kept per thread from search to search.
+  static READ_BUFFER: std::cell::Cell<Option<Box<[u8]>>> = const { std::cell::Cell::new(None) };
+}
+
+/// What one walking thread keeps from file to file: its searcher and its read buffer.
+struct Local {
+  searcher: Searcher,
+  buf: Box<[u8]>,
+}
+
+/// A file read as far as its size when it was opened (`fstat`): after that many bytes it says
+/// end-of-file without asking (one system call less per file; a file growing meanwhile is searched
+/// as it was when opened). A size of 0 (what `/proc` reports) reads to the real end. Reads go
+/// through `buf` as `BufReader` would: the searcher's first tiny read (its BOM check) fetches a
+/// small file whole, larger reads go straight to the file.
+struct SizedReader<'a> {
+  file: std::fs::File,
+  /// Bytes still expected (`None`: unknown, read until the file says end).
+  remaining: Option<u64>,
+  buf: &'a mut [u8],
+  pos: usize,
+  filled: usize,
+}
+
+impl std::io::Read for SizedReader<'_> {
+  fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+    if self.pos == self.filled {
+      let want = match self.remaining {
+        Some(0) => return Ok(0),
+        Some(r) => usize::try_from(r).unwrap_or(usize::MAX),
+        None => usize::MAX,
+      };
+      if out.len() >= self.buf.len() {
+        // Large read with nothing buffered: straight into the caller's buffer.
+        let len = out.len().min(want);
+        let n = self.file.read(&mut out[..len])?;
+        self.account(n);
+        return Ok(n);
+      }
+      let len = self.buf.len().min(want);
+      let n = self.file.read(&mut self.buf[..len])?;
+      self.account(n);
+      self.pos = 0;
+      self.filled = n;
+    }
+    let n = out.len().min(self.filled - self.pos);
+    out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+    self.pos += n;
+    Ok(n)
+  }
+}
+
+impl SizedReader<'_> {
+  fn account(&mut self, n: usize) {
+    if let Some(r) = self.remaining.as_mut() {
+      // A file that shrank ends early (its read said 0).
+      *r = if n == 0 { 0 } else { r.saturating_sub(n as u64) };
+    }
+  }
+}
+
+/// What the walk does with each file: open it through its directory, search it, collect what it
+/// printed. Also counts bytes for a bounded search.
 struct Visitor<'a> {
   req: &'a SearchRequest,
   matcher: &'a RegexMatcher,
   show_path: bool,
   collector: Mutex<Collector>,
-  stop: &'a AtomicBool,
+  /// A bounded search's byte budget: the files searched so far, and the most allowed.
+  bytes: AtomicU64,
+  max_bytes: Option<u64>,
+  over_bytes: AtomicBool,
 }
 
 impl Visitor<'_> {
@@ -366,52 +412,39 @@ impl Visitor<'_> {
     matches!(self.req.printer, Printer::PathLine { .. })
   }
 
-  fn visit(&self, searcher: &mut Searcher, entry: Result<ignore::DirEntry, ignore::Error>) -> WalkState {
-    if self.stop.load(Ordering::Relaxed) {
-      return WalkState::Quit;
+  /// Notes a walk or read error, as rg prints it (`PathLine` only: the other printers never
+  /// show errors).
+  fn error(&self, text: impl FnOnce() -> String) {
+    if self.lines_printer() {
+      self.lock().error(text());
     }
-    let entry = match entry {
-      Ok(e) => e,
-      Err(err) => {
-        if self.lines_printer() {
-          self.lock().error(format!("grep: {err}"));
-        }
-        return WalkState::Continue;
+  }
+
+  /// Searches one opened file (`file`: its printed path). `false`: a bounded search went over its
+  /// byte budget (nothing of this file was searched).
+  fn local(&self) -> Local {
+    Local {
+      searcher: self.searcher(),
+      buf: READ_BUFFER
+        .with(|b| b.take())
+        .unwrap_or_else(|| vec![0u8; SEARCH_READ_BYTES].into_boxed_slice()),
+    }
+  }
+
+  /// The thread's read buffer goes back for its next search.
+  fn done(&self, local: Local) {
+    READ_BUFFER.with(|b| b.set(Some(local.buf)));
+  }
+
+  fn search_file(&self, local: &mut Local, file: Arc<str>, opened: Opened) -> bool {
+    if let Some(max) = self.max_bytes {
+      let size = opened.stat.st_size.max(0) as u64;
+      if self.bytes.fetch_add(size, Ordering::Relaxed) + size > max {
+        self.over_bytes.store(true, Ordering::Relaxed);
+        return false;
       }
-    };
-    if !entry.file_type().is_some_and(|t| t.is_file()) {
-      return WalkState::Continue;
     }
     let req = self.req;
-    let file: Arc<str> = Arc::from(display_path(&req.display, &req.scope, entry.path()).as_str());
-    let opened = match entry.path().strip_prefix(&req.root.path) {
-      Ok(rel) => req.root.open_regular(rel),
-      // Not below the root (cannot happen for a scope inside it): never opened.
-      Err(_) => Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
-    };
-    let handle = match opened {
-      Ok(Some(f)) => f,
-      // Replaced by something that is not a regular file since it was listed.
-      Ok(None) => return WalkState::Continue,
-      // The walk lists directories by path, so a directory swapped for an outward symlink
-      // while it runs yields names from outside; the open beneath the root refuses them (EXDEV,
-      // ELOOP) or finds nothing (ENOENT, ENOTDIR). Such an entry is not in the workspace: it is
-      // skipped without a word, as printing it would show an outside name.
-      Err(err)
-        if matches!(
-          err.raw_os_error(),
-          Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOENT) | Some(libc::ENOTDIR)
-        ) =>
-      {
-        return WalkState::Continue
-      }
-      Err(err) => {
-        if self.lines_printer() {
-          self.lock().error(format!("grep: {file}: {err}"));
-        }
-        return WalkState::Continue;
-      }
-    };
     let mut sink = FileSink {
       matcher: self.matcher,
       printer: req.printer,
@@ -424,20 +457,20 @@ impl Visitor<'_> {
       bytes: 0,
       pending_before: Vec::new(),
     };
-    // `search_path` minus one syscall per file: its BOM sniffing first reads 3 bytes; through a
-    // small BufReader that read fetches a typical source file whole.
-    let searched = searcher.search_reader(
-      self.matcher,
-      std::io::BufReader::with_capacity(SEARCH_READ_BYTES, handle),
-      &mut sink,
-    );
+    let size = opened.stat.st_size.max(0) as u64;
+    let reader = SizedReader {
+      file: opened.file,
+      remaining: (size > 0).then_some(size),
+      buf: &mut local.buf,
+      pos: 0,
+      filled: 0,
+    };
+    let searched = local.searcher.search_reader(self.matcher, reader, &mut sink);
     if let Err(err) = searched {
-      if self.lines_printer() {
-        self.lock().error(format!("grep: {file}: {err}"));
-      }
+      self.error(|| format!("grep: {file}: {err}"));
     }
     if !sink.matched {
-      return WalkState::Continue;
+      return true;
     }
     let items = match req.printer {
       Printer::Files => vec![(0, Item::Matched)],
@@ -446,7 +479,7 @@ impl Visitor<'_> {
     };
     let bytes = sink.bytes;
     self.lock().add(&file, items, bytes);
-    WalkState::Continue
+    true
   }
 
   fn lock(&self) -> std::sync::MutexGuard<'_, Collector> {
@@ -454,11 +487,61 @@ impl Visitor<'_> {
   }
 }
 
+/// An open that failed because the name changed since it was listed (removed, or swapped for a
+/// symlink or something else): the entry is skipped without a word, as the walk never shows what
+/// is there now.
+fn vanished(err: &std::io::Error) -> bool {
+  matches!(
+    err.raw_os_error(),
+    Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::ENOENT) | Some(libc::ENOTDIR)
+  )
+}
+
+impl walk::Visitor for Visitor<'_> {
+  type Local = Local;
+
+  fn local(&self) -> Local {
+    Visitor::local(self)
+  }
+
+  fn file(&self, local: &mut Local, dir: &Dir, at: &At, name: &[u8]) -> bool {
+    let lossy = String::from_utf8_lossy(name);
+    let display = &self.req.display;
+    let sep = if display.ends_with('/') { "" } else { "/" };
+    let file: Arc<str> = Arc::from(format!("{display}{sep}{}{lossy}", at.rel));
+    let Ok(c) = CString::new(name) else { return true };
+    match dir.open_file(&c) {
+      Ok(Some(opened)) => self.search_file(local, file, opened),
+      // Replaced by something that is not a regular file since it was listed.
+      Ok(None) => true,
+      Err(err) if vanished(&err) => true,
+      Err(err) => {
+        self.error(|| format!("grep: {file}: {err}"));
+        true
+      }
+    }
+  }
+
+  fn dir_error(&self, _: &mut Local, at: &At, err: std::io::Error) -> bool {
+    // rg's walker (walkdir) words a directory it cannot read this way.
+    let p = at.abs.display();
+    self.error(|| format!("grep: {p}: IO error for operation on {p}: {err}"));
+    true
+  }
+
+  fn done(&self, local: Local) {
+    Visitor::done(self, local)
+  }
+}
+
 /// rg's matcher for a pattern. Compiling one costs more than searching a small tree, so the last
-/// few are kept (a matcher is immutable and depends only on these three inputs).
-fn matcher(pattern: &str, case_insensitive: bool, multiline: bool) -> Result<RegexMatcher, SearchError> {
+/// few are kept (a matcher is immutable and depends only on these three inputs). Shared, not
+/// cloned: a cloned regex starts with empty caches (its lazy DFA is rebuilt on every search),
+/// a shared one keeps them warm from call to call.
+fn matcher(pattern: &str, case_insensitive: bool, multiline: bool) -> Result<Arc<RegexMatcher>, SearchError> {
   type Key = (String, bool, bool);
-  static RECENT: Mutex<Vec<(Key, RegexMatcher)>> = Mutex::new(Vec::new());
+  type Recent = Vec<(Key, Arc<RegexMatcher>)>;
+  static RECENT: Mutex<Recent> = Mutex::new(Vec::new());
   const KEEP: usize = 16;
   let lock = || RECENT.lock().unwrap_or_else(|e| e.into_inner());
   if let Some((_, m)) = lock()
@@ -474,7 +557,7 @@ fn matcher(pattern: &str, case_insensitive: bool, multiline: bool) -> Result<Reg
   } else {
     mb.line_terminator(Some(b'\n'));
   }
-  let built = mb.build(pattern).map_err(|e| SearchError::Regex(e.to_string()))?;
+  let built = Arc::new(mb.build(pattern).map_err(|e| SearchError::Regex(e.to_string()))?);
   let mut recent = lock();
   if recent.len() >= KEEP {
     recent.remove(0);
@@ -506,13 +589,10 @@ fn search_within(
   bound: Option<(usize, u64)>,
 ) -> Result<Option<SearchResult>, SearchError> {
   let matcher = matcher(&req.pattern, req.case_insensitive, req.multiline)?;
-  let walk = rg_walk(
-    &req.scope,
-    &req.root.path,
-    req.glob.as_deref(),
-    req.file_type.as_deref(),
-    req.threads,
-  )?;
+  let rules = RgRules::new(req.root.clone(), req.glob.as_deref(), req.file_type.as_deref()).map_err(|e| match e {
+    RuleError::Glob(m) => SearchError::Glob(m),
+    RuleError::Type(m) => SearchError::Type(m),
+  })?;
   let keep = match req.printer {
     Printer::PathLine { .. } => req.head_limit,
     _ => req
@@ -520,53 +600,73 @@ fn search_within(
       .filter(|&h| h > 0)
       .map(|h| req.offset.saturating_add(h)),
   };
+  // The scope as it is now, opened beneath the root without following it (one open for a
+  // directory to walk or a file to search). It cannot be opened (a permission): looked at to word
+  // the error as rg does for a file or a directory.
+  let scope_rel = req.scope.strip_prefix(&req.root.path).ok();
+  let opened = match scope_rel {
+    Some(rel) => req.root.open_scope(rel),
+    // Not below the root (cannot happen for a resolved scope): never opened.
+    None => Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
+  };
+  let unreadable_file = match (&opened, scope_rel) {
+    (Err(e), Some(rel)) if e.raw_os_error() == Some(libc::EACCES) => {
+      req.root.kind_of(rel).ok() == Some(libc::S_IFREG)
+    }
+    _ => false,
+  };
   let visitor = Visitor {
     req,
     matcher: &matcher,
-    show_path: !req.scope.is_file(),
+    show_path: !(matches!(opened, Ok(Scope::File(_))) || unreadable_file),
     collector: Mutex::new(Collector {
       keep,
       ..Default::default()
     }),
-    stop,
+    bytes: AtomicU64::new(0),
+    max_bytes: bound.map(|(_, b)| b),
+    over_bytes: AtomicBool::new(false),
   };
-  let max_entries = bound.map_or(GREP_SEQUENTIAL_WALK_MAX_ENTRIES, |(n, _)| n);
-  let mut first: Vec<Result<ignore::DirEntry, ignore::Error>> = Vec::new();
-  let mut small = true;
-  let mut bytes = 0u64;
-  for entry in walk.build() {
-    if let (Some((_, max_bytes)), Ok(e)) = (bound, &entry) {
-      if e.file_type().is_some_and(|t| t.is_file()) {
-        // The size as listed (lstat); a file that grows after this is still read whole.
-        bytes += e.metadata().map_or(0, |m| m.len());
-        if bytes > max_bytes {
-          return Ok(None);
-        }
+  match opened {
+    // One file: searched whatever the rules say (rg never filters a path it is given).
+    Ok(Scope::File(opened)) => {
+      let mut local = visitor.local();
+      visitor.search_file(&mut local, Arc::from(req.display.as_str()), opened);
+      visitor.done(local);
+    }
+    Ok(Scope::Dir(dir)) => {
+      let rel = scope_rel.unwrap_or(Path::new(""));
+      let (node, parents_error) = rules.parents(rel);
+      if let Some(e) = parents_error {
+        visitor.error(|| format!("grep: {e}"));
+      }
+      let at = At {
+        abs: req.scope.clone(),
+        rel: String::new(),
+      };
+      let opts = walk::Options {
+        threads: if bound.is_some() { 1 } else { req.threads.max(1) },
+        spread_after: WALK_SPREAD_AFTER_ENTRIES,
+        stop,
+        max_entries: bound.map(|(n, _)| n),
+      };
+      if walk::walk(dir, at, node, &rules, &visitor, &opts) == walk::End::OverLimit {
+        return Ok(None);
       }
     }
-    first.push(entry);
-    if first.len() > max_entries {
-      small = false;
-      break;
+    // A FIFO, socket or device named as the scope: nothing to search (rg skips it too).
+    Ok(Scope::Other) => {}
+    Err(err) if unreadable_file => visitor.error(|| format!("grep: {}: {err}", req.display)),
+    // Swapped for a symlink since it was checked: not searched, without a word.
+    Err(err) if matches!(err.raw_os_error(), Some(libc::ELOOP) | Some(libc::EXDEV)) => {}
+    // Missing, not a directory, unreadable: as rg's walker words it.
+    Err(err) => {
+      let p = req.scope.display();
+      visitor.error(|| format!("grep: {p}: IO error for operation on {p}: {err}"));
     }
   }
-  if !small && bound.is_some() {
+  if visitor.over_bytes.load(Ordering::Relaxed) {
     return Ok(None);
-  }
-  if small {
-    let mut searcher = visitor.searcher();
-    for entry in first {
-      if visitor.visit(&mut searcher, entry) == WalkState::Quit {
-        break;
-      }
-    }
-  } else {
-    drop(first);
-    walk.build_parallel().run(|| {
-      let visitor = &visitor;
-      let mut searcher = visitor.searcher();
-      Box::new(move |entry| visitor.visit(&mut searcher, entry))
-    });
   }
   let mut c = visitor.collector.into_inner().unwrap_or_else(|e| e.into_inner());
   c.shrink();
@@ -795,6 +895,47 @@ mod tests {
     stop.store(true, Ordering::Relaxed);
     swapper.join().unwrap();
     assert!(seen_public, "the search never ran on the real directory");
+  }
+
+  /// A file is read as far as its size when it was opened, with no end-of-file read; a size of 0
+  /// (what `/proc` reports for files with content) reads to the real end. Reads bigger than the
+  /// buffer go straight to the file, smaller ones through it.
+  #[test]
+  fn a_file_is_read_as_far_as_its_size_when_opened() {
+    use std::io::{Read, Write};
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("f.txt");
+    std::fs::write(&p, "needle one\n").unwrap();
+    let file = std::fs::File::open(&p).unwrap();
+    std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"needle two\n").unwrap();
+    let mut buf = vec![0u8; 4];
+    let mut r = SizedReader {
+      file,
+      remaining: Some(11),
+      buf: &mut buf,
+      pos: 0,
+      filled: 0,
+    };
+    let mut small = [0u8; 3];
+    assert_eq!(r.read(&mut small).unwrap(), 3, "a small read is served from the buffer");
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest).unwrap();
+    assert_eq!([&small[..], &rest[..]].concat(), b"needle one\n");
+    let mut unknown = SizedReader {
+      file: std::fs::File::open("/proc/self/status").unwrap(),
+      remaining: None,
+      buf: &mut buf,
+      pos: 0,
+      filled: 0,
+    };
+    let mut text = String::new();
+    unknown.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("Name:"), "{text}");
+    // Through the searcher: the line appended after the open is not searched.
+    let mut r = req(d.path(), "needle", Printer::Content);
+    r.scope = r.root.path.join("f.txt");
+    let SearchOutput::Content(m) = go(&r) else { panic!() };
+    assert_eq!(m.len(), 2, "a fresh open sees both lines");
   }
 
   /// A FIFO swapped in for a listed file is opened without waiting and skipped.

@@ -14,7 +14,7 @@
 //! to leave the workspace. Kernels without `openat2` get an `O_NOFOLLOW` walk, component by
 //! component, over the canonical (symlink-free) relative path.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -63,15 +63,192 @@ impl Root {
   /// (`openat2(RESOLVE_BENEATH)`, or the `O_NOFOLLOW` walk), following no final symlink
   /// (`O_NOFOLLOW`) and never waiting (`O_NONBLOCK`: a FIFO swapped in opens at once). `None` for
   /// anything but a regular file (checked with `fstat` on the descriptor, not on the path).
-  pub fn open_regular(&self, rel: &Path) -> io::Result<Option<File>> {
+  pub fn open_regular(&self, rel: &Path) -> io::Result<Option<Opened>> {
     let fd = open_beneath(
       self,
       rel,
       libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
       0,
     )?;
-    Ok((fd_kind(&fd) == Some(libc::S_IFREG)).then(|| File::from(fd)))
+    Ok(regular(fd))
   }
+}
+
+/// A directory descriptor beneath the root, for walking it (grep, Glob): the root's own
+/// directory or the scope opened with [`Root::open_dir`], then each subdirectory opened by one name
+/// from its parent's listing. Everything opened through a `Dir` is either one name with
+/// `O_NOFOLLOW` (a name never contains `/`, and `.`/`..` are never listed to the walk) or a
+/// relative path resolved beneath this directory (`RESOLVE_BENEATH`), so a walk that starts
+/// beneath the root stays there however its directories are swapped for symlinks meanwhile: it
+/// keeps reading the directories it opened, never a path.
+pub struct Dir {
+  fd: OwnedFd,
+}
+
+/// An opened regular file and its `fstat` (size, identity), as [`Dir::open_file`] found it.
+pub struct Opened {
+  pub file: File,
+  pub stat: libc::stat,
+}
+
+impl Dir {
+  pub fn as_raw_fd(&self) -> RawFd {
+    self.fd.as_raw_fd()
+  }
+
+  /// The subdirectory `name` (one component), for listing; a symlink there is refused (`ELOOP` or
+  /// `ENOTDIR`).
+  pub fn open_dir(&self, name: &CStr) -> io::Result<Dir> {
+    let fd = openat(self.as_raw_fd(), name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0)?;
+    Ok(Dir { fd })
+  }
+
+  /// The file `name` (one component), never through a symlink, never waiting (`O_NONBLOCK`);
+  /// `None` for anything but a regular file (checked with `fstat` on the descriptor).
+  pub fn open_file(&self, name: &CStr) -> io::Result<Option<Opened>> {
+    let fd = openat(self.as_raw_fd(), name, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0)?;
+    Ok(regular(fd))
+  }
+
+  /// The regular file at `rel` below this directory, following symlinks only while they stay
+  /// below it (`RESOLVE_BENEATH`; an escaping one is `EXDEV`). For ignore files, which rg reads
+  /// through symlinks (`.ignore -> .gitignore`). Without openat2 no symlink is followed.
+  pub fn open_file_beneath(&self, rel: &Path) -> io::Result<Option<Opened>> {
+    let fd = open_beneath_fd(self.as_raw_fd(), rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC, 0)?;
+    Ok(regular(fd))
+  }
+
+  /// The kind (`S_IFMT`) of what `rel` names below this directory, following symlinks only while
+  /// they stay below it; `None` if nothing is there (or it leads out).
+  pub fn kind_beneath(&self, rel: &Path) -> Option<libc::mode_t> {
+    open_beneath_fd(self.as_raw_fd(), rel, DIR_HANDLE | libc::O_CLOEXEC, 0)
+      .ok()
+      .and_then(|fd| fd_kind(&fd))
+  }
+
+  /// `fstatat(AT_SYMLINK_NOFOLLOW)` of one name.
+  pub fn lstat(&self, name: &CStr) -> Option<libc::stat> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid directory descriptor, NUL-terminated name, writable stat buffer.
+    (unsafe { libc::fstatat(self.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } == 0)
+      .then_some(st)
+  }
+}
+
+/// What [`Root::open_scope`] found.
+pub enum Scope {
+  Dir(Dir),
+  File(Opened),
+  /// A FIFO, socket or device (opened without waiting, never read).
+  Other,
+}
+
+/// A directory above the workspace root, reached through `..` from the root's descriptor. rg reads
+/// the ignore files of every ancestor of the directory it searches (its `parents` rule); these lie
+/// outside the workspace by definition (the workspace's contents cannot change them), so they are
+/// read as rg reads them, following symlinks. Nothing else is ever opened through one.
+pub struct Ancestor {
+  pub path: PathBuf,
+  fd: OwnedFd,
+}
+
+impl Ancestor {
+  /// The regular file `rel` below this directory (symlinks followed, as rg does).
+  pub fn open_file(&self, rel: &CStr) -> io::Result<Option<Opened>> {
+    let fd = openat(self.fd.as_raw_fd(), rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC, 0)?;
+    Ok(regular(fd))
+  }
+
+  /// The kind (`S_IFMT`) of what `rel` names below this directory (symlinks followed).
+  pub fn kind(&self, rel: &CStr) -> Option<libc::mode_t> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid directory descriptor, NUL-terminated name, writable stat buffer.
+    (unsafe { libc::fstatat(self.fd.as_raw_fd(), rel.as_ptr(), &mut st, 0) } == 0).then_some(st.st_mode & libc::S_IFMT)
+  }
+}
+
+impl Root {
+  /// The directory `rel` (canonical, relative to the root) opened beneath the root for listing,
+  /// never through a symlink at its last component.
+  pub fn open_dir(&self, rel: &Path) -> io::Result<Dir> {
+    let fd = open_beneath(
+      self,
+      rel,
+      libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+      0,
+    )?;
+    Ok(Dir { fd })
+  }
+
+  /// Opens `rel` beneath the root whatever it is, in one `open` (`O_RDONLY | O_NONBLOCK`, not
+  /// following its last component) and one `fstat`: a directory to list, a regular file to read,
+  /// or something else (never read).
+  pub fn open_scope(&self, rel: &Path) -> io::Result<Scope> {
+    let fd = open_beneath(
+      self,
+      rel,
+      libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+      0,
+    )?;
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor, writable stat buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+      return Err(io::Error::last_os_error());
+    }
+    Ok(match st.st_mode & libc::S_IFMT {
+      libc::S_IFDIR => Scope::Dir(Dir { fd }),
+      libc::S_IFREG => Scope::File(Opened {
+        file: File::from(fd),
+        stat: st,
+      }),
+      _ => Scope::Other,
+    })
+  }
+
+  /// What `rel` is, looked at beneath the root without following its last component: the kind
+  /// (`S_IFMT`) of what is there now, or the open error (`ENOENT`, `EXDEV`, `ELOOP` …).
+  pub fn kind_of(&self, rel: &Path) -> io::Result<libc::mode_t> {
+    let fd = open_beneath(self, rel, DIR_HANDLE | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0)?;
+    fd_kind(&fd).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+  }
+
+  /// The regular file at `rel`, following symlinks only while they stay beneath the root (rg
+  /// follows a symlinked ignore file; this follows it only inside the workspace).
+  pub fn open_file_beneath(&self, rel: &Path) -> io::Result<Option<Opened>> {
+    let fd = open_beneath(self, rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC, 0)?;
+    Ok(regular(fd))
+  }
+
+  /// The root's ancestors, nearest first (the parent of the canonical root up to `/`), each
+  /// reached through `..` from the one before (so the first from the root's own descriptor).
+  /// Stops early, without an error, at the first that cannot be opened.
+  pub fn ancestors(&self) -> Vec<Ancestor> {
+    let mut out: Vec<Ancestor> = Vec::new();
+    for path in self.path.ancestors().skip(1) {
+      let from = out.last().map_or(self.dir.as_raw_fd(), |a| a.fd.as_raw_fd());
+      match openat(from, c"..", DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC, 0) {
+        Ok(fd) => out.push(Ancestor {
+          path: path.to_path_buf(),
+          fd,
+        }),
+        Err(_) => break,
+      }
+    }
+    out
+  }
+}
+
+/// The descriptor if it is a regular file, with its `fstat`.
+fn regular(fd: OwnedFd) -> Option<Opened> {
+  let mut st: libc::stat = unsafe { std::mem::zeroed() };
+  // SAFETY: valid descriptor, writable stat buffer.
+  if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+    return None;
+  }
+  Some(Opened {
+    file: File::from(fd),
+    stat: st,
+  })
 }
 
 /// A candidate path after the boundary check.
@@ -744,14 +921,20 @@ const DIR_HANDLE: i32 = libc::O_RDONLY;
 
 /// Opens `rel` (a canonical path relative to the root) without leaving the root.
 fn open_beneath(root: &Root, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+  open_beneath_fd(root.dir.as_raw_fd(), rel, flags, mode)
+}
+
+/// Opens `rel` relative to the directory `dirfd` without leaving it (`openat2(RESOLVE_BENEATH)`,
+/// or the `O_NOFOLLOW` walk where there is no openat2).
+fn open_beneath_fd(dirfd: RawFd, rel: &Path, flags: i32, mode: u32) -> io::Result<OwnedFd> {
   let rel_c = if rel.as_os_str().is_empty() {
     CString::new(".").map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?
   } else {
     CString::new(rel.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?
   };
-  match openat2_beneath(root.dir.as_raw_fd(), &rel_c, flags, mode) {
+  match openat2_beneath(dirfd, &rel_c, flags, mode) {
     Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
-      walk_nofollow(root.dir.as_raw_fd(), rel, flags, mode)
+      walk_nofollow(dirfd, rel, flags, mode)
     }
     other => other,
   }
@@ -873,14 +1056,19 @@ fn is_symlink_at(dirfd: RawFd, name: &CString) -> bool {
   rc == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFLNK
 }
 
-pub(crate) fn openat(dirfd: RawFd, name: &CString, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-  // SAFETY: valid dirfd and NUL-terminated name; fd ownership passes to the caller.
-  let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags, mode as libc::c_uint) };
-  if fd < 0 {
-    return Err(io::Error::last_os_error());
+pub(crate) fn openat(dirfd: RawFd, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+  loop {
+    // SAFETY: valid dirfd and NUL-terminated name; fd ownership passes to the caller.
+    let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags, mode as libc::c_uint) };
+    if fd >= 0 {
+      // SAFETY: fresh descriptor from openat.
+      return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EINTR) {
+      return Err(err);
+    }
   }
-  // SAFETY: fresh descriptor from openat.
-  Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Writes `data` to a temporary sibling and renames it over `name`, so a crash or a full disk

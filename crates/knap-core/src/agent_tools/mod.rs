@@ -849,15 +849,24 @@ impl AgentTools {
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = stop_on(stop.clone(), cancel.clone(), ms);
     let walk_stop = stop.clone();
+    let search = search_path.to_string();
     let found = blocking(move || -> Result<Vec<String>, SandboxError> {
-      let meta = std::fs::metadata(&resolved.abs)
-        .map_err(|e| SandboxError::from(crate::ToolError::from_io(&e, "scandir", &resolved.abs)))?;
-      if !meta.is_dir() {
-        let e = std::io::Error::from_raw_os_error(libc::ENOTDIR);
-        return Err(crate::ToolError::from_io(&e, "scandir", &resolved.abs).into());
+      // Looked at beneath the root without following anything (`fstatat`), then walked from a
+      // descriptor opened beneath the root.
+      let workspace = local.workspace();
+      let missing = |errno: i32| {
+        let e = std::io::Error::from_raw_os_error(errno);
+        SandboxError::from(crate::ToolError::from_io(&e, "scandir", &resolved.abs))
+      };
+      match workspace.stat(&search, &resolved)? {
+        None => return Err(missing(libc::ENOENT)),
+        Some(m) if m.kind != crate::workspace::Kind::Dir => return Err(missing(libc::ENOTDIR)),
+        Some(_) => {}
       }
+      let root = workspace.root()?;
       let found = glob(&GlobRequest {
-        dir: &resolved.abs,
+        root: &root,
+        dir: &resolved.rel,
         pattern: &pattern,
         threads: walk_threads(),
         stop: &walk_stop,
@@ -1073,11 +1082,16 @@ impl AgentTools {
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = stop_on(stop.clone(), cancel.clone(), ms);
     let search_stop = stop.clone();
+    let candidate = search_path.to_string();
     let result = blocking(move || {
-      if let Err(e) = std::fs::metadata(&req.scope) {
-        return Err(Ok(SandboxError::from(crate::ToolError::from_io(
-          &e, "stat", &req.scope,
-        ))));
+      // Looked at beneath the root without following anything (`fstatat`).
+      match local.workspace().stat(&candidate, &resolved) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+          let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+          return Err(Ok(SandboxError::from(crate::ToolError::from_io(&e, "stat", &req.scope))));
+        }
+        Err(e) => return Err(Ok(SandboxError::from(e))),
       }
       search(&req, &search_stop).map_err(Err)
     })

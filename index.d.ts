@@ -27,7 +27,7 @@ export declare class NativeAgentTools {
    */
   tool(config?: AgentToolConfig | undefined | null): NativeTool
   /** The resolved form of a tool path (for cache dependencies), or `null` outside the sandbox. */
-  absolute(path: string): string | null
+  absolute(path: string): Promise<string | null>
   /** bashkit's `discoverInstructions` over this sandbox; `null` when no file was found. */
   discoverInstructions(options: InstructionsOptions): Promise<InstructionsResult | null>
   /**
@@ -225,8 +225,13 @@ export declare class NativeSandbox {
    * receives the output in chunks while it runs (`exec({ onOutput })`).
    */
   exec(command: string, timeoutMs?: number | undefined | null, cwd?: string | undefined | null, maxOutputLength?: number | undefined | null, cancel?: CancelToken | undefined | null, onOutput?: ((chunk: BindingProgressChunk) => void) | undefined | null): Promise<BindingExecResult>
-  readFile(path: string): Promise<string>
-  writeFile(path: string, content: string): Promise<void>
+  /** `cancel` (the caller's AbortSignal) stops the read between 1 MiB pieces: `ABORT_ERR`. */
+  readFile(path: string, cancel?: CancelToken | undefined | null): Promise<string>
+  /**
+   * `cancel` stops the write between 1 MiB pieces (`ABORT_ERR`; the file is left as it was:
+   * the new content goes to a temporary that is then removed).
+   */
+  writeFile(path: string, content: string, cancel?: CancelToken | undefined | null): Promise<void>
   readDir(path: string): Promise<Array<string>>
   stat(path: string): Promise<BindingStat>
   deleteFile(path: string): Promise<void>
@@ -241,8 +246,13 @@ export declare class NativeShellTools {
   specs(): Array<BindingToolSpec>
   /** Kills every command the tool set still runs (daemons included) and refuses later calls. */
   close(): void
-  /** Runs one tool off the JS thread. `inputJson` is the tool input as JSON text. */
-  execute(name: string, inputJson: string, cancel?: CancelToken | undefined | null): Promise<BindingToolResult>
+  /**
+   * Runs one tool off the JS thread. `input` is the tool input as a plain object of JSON
+   * values (no `undefined`, no non-finite numbers: lib/shell-tools.mjs prepares it). It is
+   * converted member by member, each string copied once; never turned into JSON text on the
+   * JS thread (a 100 MB `content` would be stringified, copied and parsed again).
+   */
+  execute(name: string, input: Record<string, unknown>, cancel?: CancelToken | undefined | null): Promise<BindingToolResult>
 }
 
 /** One configured tool of a tool set. */
@@ -252,9 +262,9 @@ export declare class NativeTool {
    * answer comes after the last chunk.
    */
   bash(input: BashToolInput, cancel?: CancelToken | undefined | null, onProgress?: ((chunk: BindingProgressChunk) => void) | undefined | null): Promise<BashCall>
-  read(input: ReadToolInput): Promise<ReadTextOutput | ReadDirectoryOutput | ToolErrorResult>
-  write(input: WriteToolInput): Promise<WriteCall>
-  edit(input: EditToolInput): Promise<EditCall>
+  read(input: ReadToolInput, cancel?: CancelToken | undefined | null): Promise<ReadTextOutput | ReadDirectoryOutput | ToolErrorResult>
+  write(input: WriteToolInput, cancel?: CancelToken | undefined | null): Promise<WriteCall>
+  edit(input: EditToolInput, cancel?: CancelToken | undefined | null): Promise<EditCall>
   glob(input: GlobToolInput, cancel?: CancelToken | undefined | null): Promise<GlobToolOutput | ToolErrorResult>
   grep(input: GrepToolInput, cancel?: CancelToken | undefined | null): Promise<GrepFilesOutput | GrepCountsOutput | GrepContentOutput | ToolErrorResult>
   patch(patch: string): Promise<PatchCall>

@@ -610,7 +610,11 @@ async function* runEvents(definition, content, options, quiet, input) {
   // Options first, as the reference does (plain Errors before the model is resolved): a bad
   // `deadlineMs` is reported before a missing credential. The transcript is not needed for it;
   // the call caps are the reference's run errors (checked inside its try, after the model).
-  const early = { ...runSpec, input: [], history: [], maxModelCalls: undefined, maxToolCalls: undefined };
+  // budget.compaction's JS values (a model, a callback) are checked by budgetSpec() later; here
+  // the core sees what it will see then, minus the not yet resolved summarizer model.
+  const earlyCompaction = runSpec.budget?.compaction;
+  const earlyBudget = earlyCompaction && typeof earlyCompaction === "object" ? { ...runSpec.budget, compaction: splitCompactionOptions(earlyCompaction).core } : runSpec.budget;
+  const early = { ...runSpec, budget: earlyBudget, input: [], history: [], maxModelCalls: undefined, maxToolCalls: undefined };
   const refused = native.checkRunOptions(JSON.stringify(early));
   if (refused) {
     options.signal?.removeEventListener("abort", onAbort);

@@ -9,6 +9,7 @@ mod command_session;
 mod compaction;
 mod durable;
 mod execution_backend;
+pub mod js;
 mod kernel;
 mod memory;
 mod code;

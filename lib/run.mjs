@@ -8,7 +8,7 @@ import { native, askPolicy, codedError, deepFreeze, withHint } from "./native.mj
 import { debugRunEvent, isDebugEnabled } from "./debug.mjs";
 import { NATIVE_TOOL } from "./shell-tools.mjs";
 import { resolveModelCall } from "./models.mjs";
-import { callModel } from "./transport.mjs";
+import { abortGate, callModel } from "./transport.mjs";
 import { storeRef, jsStoreHook } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
 import { refuseUnactedOptions } from "./run-options.mjs";
@@ -538,6 +538,7 @@ async function* runEvents(definition, content, options, quiet, input) {
   const events = new EventQueue();
   const nativeRun = new native.NativeRun();
   const runAbort = new AbortController();
+  abortGate(runAbort.signal);
   const onAbort = () => {
     runAbort.abort(options.signal?.reason);
     nativeRun.cancel();

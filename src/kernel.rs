@@ -159,22 +159,23 @@ type ModelStep = FnArgs<(
 )>;
 
 impl ModelRequest {
-  /// The request as `model_step`'s arguments, when it has that shape (else it is handed back).
-  fn into_step(mut self) -> std::result::Result<ModelStep, Self> {
-    let simple = self.model.is_none()
+  /// The request has `model_step`'s shape: one step-shaped tool result appended, nothing else.
+  fn is_step(&self) -> bool {
+    self.model.is_none()
       && self.system_prompt.is_none()
       && self.tools.is_none()
       && self.context.is_none()
       && self.max_tokens.is_none_or(|n| n < (1 << 53))
-      && matches!(self.append.as_slice(), [Message::ToolResult(t)] if step_shaped(t));
-    if !simple {
-      return Err(self);
-    }
+      && matches!(self.append.as_slice(), [Message::ToolResult(t)] if step_shaped(t))
+  }
+
+  /// `model_step`'s arguments of a request that [`ModelRequest::is_step`].
+  fn into_step(mut self) -> ModelStep {
     let Some(Message::ToolResult(t)) = self.append.pop() else {
-      unreachable!("checked above")
+      unreachable!("a step request appends one tool result")
     };
     let Some(Part::Text(text)) = t.content.into_iter().next() else {
-      unreachable!("checked above")
+      unreachable!("a step's tool result has one text part")
     };
     let (effect, policy) = match t.details {
       Value::Object(mut d) if d.len() == 2 => (
@@ -183,7 +184,7 @@ impl ModelRequest {
       ),
       _ => (None, None),
     };
-    Ok(FnArgs::from((
+    FnArgs::from((
       self.reply,
       self.conversation as f64,
       self.model_key,
@@ -196,7 +197,7 @@ impl ModelRequest {
       t.timestamp.and_then(|n| n.as_u64()).unwrap_or_default() as f64,
       effect,
       policy,
-    )))
+    ))
   }
 }
 
@@ -1007,10 +1008,10 @@ impl NativeRun {
     while let Some(out) = self.outbox.pop() {
       let r = match out {
         Out::Events(batch) => hooks.events.borrow_back(env).and_then(|f| f.call(Serde(batch))),
-        Out::Model(request) => match request.into_step() {
-          Ok(step) => hooks.model_step.borrow_back(env).and_then(|f| f.call(step)),
-          Err(request) => hooks.model.borrow_back(env).and_then(|f| f.call(Serde(request))),
-        },
+        Out::Model(request) if request.is_step() => {
+          hooks.model_step.borrow_back(env).and_then(|f| f.call(request.into_step()))
+        }
+        Out::Model(request) => hooks.model.borrow_back(env).and_then(|f| f.call(Serde(request))),
         Out::Tool(request) => hooks.tool.borrow_back(env).and_then(|f| f.call(Serde(request))),
         Out::Nested(answer) => hooks.nested.borrow_back(env).and_then(|f| f.call(Serde(answer))),
         Out::AbortTool(id) => hooks.abort_tool.borrow_back(env).and_then(|f| f.call(id as f64)),

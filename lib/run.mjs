@@ -9,7 +9,7 @@ import { debugRunEvent, isDebugEnabled } from "./debug.mjs";
 import { NATIVE_TOOL } from "./shell-tools.mjs";
 import { PROGRAM_CELLS, watchCellStream } from "./program/speculation.mjs";
 import { resolveModelCall } from "./models.mjs";
-import { callModel } from "./transport.mjs";
+import { abortGate, callModel } from "./transport.mjs";
 import { storeRef, jsStoreHook } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
 import { refuseUnactedOptions } from "./run-options.mjs";
@@ -336,6 +336,24 @@ function prepareRun(definition, options, input, content) {
   return { rootDir, runId, sandbox, claim, sessionId, durableSpec, store, memoryRun, recall };
 }
 
+/**
+ * Answers model turn `id` with Pi's `AssistantMessage`, taken apart into `replyModel`'s positional
+ * arguments (reading them costs the binding one call, where reading the object's members cost one
+ * property lookup each). `usage` / `usage.cost` of `null` are unreadable, as before; a member of
+ * the wrong type is refused by the binding.
+ */
+function replyModel(nativeRun, id, m) {
+  const u = m.usage;
+  if (u === null) throw new TypeError("usage must be an object");
+  const c = u?.cost;
+  if (c === null) throw new TypeError("usage.cost must be an object");
+  return nativeRun.replyModel(
+    id, m.content, m.api, m.provider, m.model, m.responseId, m.stopReason, m.errorMessage, m.timestamp,
+    u !== undefined, u?.input, u?.output, u?.cacheRead, u?.cacheWrite, u?.reasoning, u?.totalTokens,
+    c !== undefined, c?.input, c?.output, c?.cacheRead, c?.cacheWrite, c?.total,
+  );
+}
+
 /** A host error as the kernel reads it: the message, and the `code` when there is one. */
 function hostError(error) {
   if (error instanceof Error) return { message: error.message, code: typeof error.code === "string" ? error.code : undefined };
@@ -478,21 +496,29 @@ function kernelHooks({ nativeRun, registry, options, quiet, prep, events, runAbo
         (error) => settle(nativeRun.replyError(req.reply, hostError(error))),
       );
   };
+  const model = (req) => {
+    startModel(req).then(
+      (message) => {
+        let outcome;
+        try {
+          outcome = replyModel(nativeRun, req.reply, message);
+        } catch (error) {
+          outcome = nativeRun.replyError(req.reply, { message: `cave_provider_terminal_error: unreadable assistant message: ${error.message}` });
+        }
+        settle(outcome);
+      },
+      (error) => settle(nativeRun.replyError(req.reply, hostError(error))),
+    );
+  };
   return {
     hooks: {
-      model(req) {
-        startModel(req).then(
-          (message) => {
-            let outcome;
-            try {
-              outcome = nativeRun.replyModel(req.reply, message);
-            } catch (error) {
-              outcome = nativeRun.replyError(req.reply, { message: `cave_provider_terminal_error: unreadable assistant message: ${error.message}` });
-            }
-            settle(outcome);
-          },
-          (error) => settle(nativeRun.replyError(req.reply, hostError(error))),
-        );
+      model,
+      // The common step, positional (see the binding): the tool result is built here, in the
+      // shape the kernel's messages have.
+      modelStep(reply, conversation, modelKey, maxTokens, reasoning, toolCallId, toolName, text, isError, timestamp, effect, resultPolicy) {
+        const details = effect === null ? {} : { effect, resultPolicy };
+        const message = { role: "toolResult", toolCallId, toolName, content: [{ type: "text", text }], details, isError, timestamp };
+        model({ reply, conversation, modelKey, maxTokens, reasoning, append: [message] });
       },
       tool(req) {
         runTool(req).then(
@@ -558,6 +584,7 @@ async function* runEvents(definition, content, options, quiet, input) {
   const events = new EventQueue();
   const nativeRun = new native.NativeRun();
   const runAbort = new AbortController();
+  abortGate(runAbort.signal);
   const onAbort = () => {
     runAbort.abort(options.signal?.reason);
     nativeRun.cancel();

@@ -12,3 +12,6 @@ export declare function callModel(args: {
   streamFn: StreamFn;
   onEvent?: (event: MessageLifecycleEvent) => void | Promise<void>;
 }): Promise<AssistantMessage>;
+
+/** Watches `signal` for the model calls that will wait on it (run() calls it once per run). */
+export declare function abortGate(signal: AbortSignal): { aborted: boolean };

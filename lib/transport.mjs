@@ -40,23 +40,39 @@ function abortedMessage(model, partial) {
 /**
  * The model calls waiting on `signal`, with one abort listener per signal (a run's signal is
  * shared by all its model calls), instead of a listener added and removed per call and every
- * stream event raced against an abort promise.
+ * stream event raced against an abort promise. `aborted` follows the signal (set by the same
+ * listener): the calls read it instead of `signal.aborted`, whose getter sees a new object shape
+ * with every AbortSignal and so kept the transport's optimized code deoptimizing run after run.
  */
+class AbortGate {
+  calls = new Set();
+  aborted = false;
+}
+
 const abortGates = new WeakMap();
 
-function abortGate(signal) {
+/**
+ * Watches `signal` for the model calls that will wait on it. `run()` calls this once per run,
+ * so the per-call path only looks the gate up (a new AbortSignal never reaches its code).
+ */
+export function abortGate(signal) {
   let gate = abortGates.get(signal);
   if (!gate) {
-    gate = new Set();
+    gate = new AbortGate();
     abortGates.set(signal, gate);
-    signal.addEventListener(
-      "abort",
-      () => {
-        for (const call of [...gate]) call.abort();
-        gate.clear();
-      },
-      { once: true },
-    );
+    if (signal.aborted) {
+      gate.aborted = true;
+    } else {
+      signal.addEventListener(
+        "abort",
+        () => {
+          gate.aborted = true;
+          for (const call of [...gate.calls]) call.abort();
+          gate.calls.clear();
+        },
+        { once: true },
+      );
+    }
   }
   return gate;
 }
@@ -114,10 +130,10 @@ class ModelCall {
   }
 
   start(streamFn, context, options) {
-    if (this.#signal?.aborted) return this.#finish(abortedMessage(this.#model, undefined));
     if (this.#signal) {
       this.#gate = abortGate(this.#signal);
-      this.#gate.add(this);
+      if (this.#gate.aborted) return this.#finish(abortedMessage(this.#model, undefined));
+      this.#gate.calls.add(this);
     }
     let stream;
     try {
@@ -134,7 +150,7 @@ class ModelCall {
 
   /** The signal aborted: stop waiting, cancel the iterator, resolve to the partial as aborted. */
   abort() {
-    if (this.#over || !this.#waiting) return; // not waiting: the next wait sees `signal.aborted`
+    if (this.#over || !this.#waiting) return; // not waiting: the next wait sees `gate.aborted`
     this.#waiting = false;
     this.#finish(abortedMessage(this.#model, this.#partial));
   }
@@ -156,7 +172,7 @@ class ModelCall {
 
   #pull = () => {
     if (this.#over) return;
-    if (this.#signal?.aborted) return this.#finish(abortedMessage(this.#model, this.#partial));
+    if (this.#gate?.aborted) return this.#finish(abortedMessage(this.#model, this.#partial));
     let next;
     try {
       next = this.#iterator.next();
@@ -255,7 +271,7 @@ class ModelCall {
 
   #end() {
     this.#over = true;
-    this.#gate?.delete(this);
+    this.#gate?.calls.delete(this);
     const it = this.#iterator;
     this.#iterator = undefined;
     if (it) {

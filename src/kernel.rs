@@ -23,8 +23,8 @@ use knap_core::kernel::nested::{NestedAbort, NestedInbox, NestedRequest};
 use knap_core::kernel::speculation::{SpeculationCount, SpeculationSink};
 use knap_core::kernel::route::{ModelRouter, RouteInput};
 use knap_core::kernel::message::{
-  AssistantMessage, AssistantPart, Message, MessageUsage, Part, StopReason, TextPart, ThinkingPart, ToolCall,
-  UsageCost, UserContent, UserMessage,
+  AssistantMessage, Message, MessageUsage, Part, StopReason, TextPart, ToolResultMessage, UsageCost, UserContent,
+  UserMessage,
 };
 use knap_core::kernel::spec::{AgentSpec, RunOptionsSpec};
 use knap_core::kernel::{definition_sha256, run_agent, DurableSetup, Prepared};
@@ -39,20 +39,20 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::BudgetReturn;
+use crate::js::{Js, OptNum, OptStr};
 use crate::policy::{PolicyAnswerJs, PolicyReturn};
 use crate::route::{RouteAnswerJs, RouteReturn};
 use crate::shell_tools::toolset_by_id;
 use crate::ErrorCode;
 
-/// A Rust value handed to JS as the plain object serde makes of it, with no JSON text. It goes
-/// through a `serde_json::Value` because napi's converter of those writes integers up to 2^53
-/// as numbers (its serde serializer turns any integer above 2^32 into a BigInt).
+/// A Rust value handed to JS as the plain object serde makes of it, written straight into JS
+/// values (`src/js.rs`: no JSON text, no `serde_json::Value` in between; integers up to 2^53 as
+/// numbers, as napi's `serde_json` conversion gives them).
 pub struct Serde<T>(pub T);
 
 impl<T: Serialize> ToNapiValue for Serde<T> {
   unsafe fn to_napi_value(env: napi::sys::napi_env, val: Self) -> Result<napi::sys::napi_value> {
-    let value = serde_json::to_value(&val.0).map_err(|e| napi::Error::from_reason(e.to_string()))?;
-    unsafe { <&Value as ToNapiValue>::to_napi_value(env, &value) }
+    Js::new(env)?.write(&val.0)
   }
 }
 
@@ -72,6 +72,13 @@ pub struct BindingRunHooks {
     ts_type = "(request: { reply: number; conversation: number; modelKey: number; model?: string; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[]; speculate?: string[] }) => void"
   )]
   pub model: FunctionRef<Serde<ModelRequest>, ()>,
+  /// The common model turn, positional: the kernel appended one tool result with one text part
+  /// since the last call, and nothing else changed. `effect` / `resultPolicy` are the result's
+  /// `details` (`null`: `{}`, a failed call's).
+  #[napi(
+    ts_type = "(reply: number, conversation: number, modelKey: number, maxTokens: number | null, reasoning: string | null, toolCallId: string, toolName: string, text: string, isError: boolean, timestamp: number, effect: string | null, resultPolicy: string | null) => void"
+  )]
+  pub model_step: FunctionRef<ModelStep, ()>,
   #[napi(
     ts_type = "(request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean; nested: boolean }) => void"
   )]
@@ -127,6 +134,7 @@ pub struct NewContextRequest {
   input: NewContextInput,
 }
 
+/// One model turn for the `model` hook.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelRequest {
@@ -151,6 +159,81 @@ pub struct ModelRequest {
   /// The cell tools whose first call's source the stream shows the kernel (`speculate`).
   #[serde(skip_serializing_if = "Option::is_none")]
   speculate: Option<Vec<String>>,
+}
+
+/// [`ModelRequest`] in the shape of `model_step`: what a step of the loop sends most of the time.
+type ModelStep = FnArgs<(
+  u32,
+  f64,
+  u32,
+  Option<f64>,
+  Option<String>,
+  String,
+  String,
+  String,
+  bool,
+  f64,
+  Option<String>,
+  Option<String>,
+)>;
+
+impl ModelRequest {
+  /// The request has `model_step`'s shape: one step-shaped tool result appended, nothing else.
+  fn is_step(&self) -> bool {
+    self.model.is_none()
+      && self.system_prompt.is_none()
+      && self.tools.is_none()
+      && self.context.is_none()
+      && self.max_tokens.is_none_or(|n| n < (1 << 53))
+      && matches!(self.append.as_slice(), [Message::ToolResult(t)] if step_shaped(t))
+  }
+
+  /// `model_step`'s arguments of a request that [`ModelRequest::is_step`].
+  fn into_step(mut self) -> ModelStep {
+    let Some(Message::ToolResult(t)) = self.append.pop() else {
+      unreachable!("a step request appends one tool result")
+    };
+    let Some(Part::Text(text)) = t.content.into_iter().next() else {
+      unreachable!("a step's tool result has one text part")
+    };
+    let (effect, policy) = match t.details {
+      Value::Object(mut d) if d.len() == 2 => (
+        d.shift_remove("effect").and_then(|v| v.as_str().map(str::to_string)),
+        d.shift_remove("resultPolicy").and_then(|v| v.as_str().map(str::to_string)),
+      ),
+      _ => (None, None),
+    };
+    FnArgs::from((
+      self.reply,
+      self.conversation as f64,
+      self.model_key,
+      self.max_tokens.map(|n| n as f64),
+      self.reasoning,
+      t.tool_call_id,
+      t.tool_name,
+      text.text,
+      t.is_error,
+      t.timestamp.and_then(|n| n.as_u64()).unwrap_or_default() as f64,
+      effect,
+      policy,
+    ))
+  }
+}
+
+/// A tool result `model_step` carries exactly: one plain text part, `details` of `{}` or
+/// `{effect, resultPolicy}` (strings, in that order), a millisecond timestamp.
+fn step_shaped(t: &ToolResultMessage) -> bool {
+  let details = match &t.details {
+    Value::Object(d) if d.is_empty() => true,
+    Value::Object(d) => {
+      let keys: Vec<(&String, &Value)> = d.iter().collect();
+      matches!(keys.as_slice(), [(k1, Value::String(_)), (k2, Value::String(_))] if k1.as_str() == "effect" && k2.as_str() == "resultPolicy")
+    }
+    _ => false,
+  };
+  details
+    && matches!(t.content.as_slice(), [Part::Text(TextPart { text_signature: None, .. })])
+    && t.timestamp.as_ref().and_then(Number::as_u64).is_some_and(|n| n < (1 << 53))
 }
 
 #[derive(Serialize)]
@@ -210,130 +293,6 @@ pub struct BindingStoreResult {
 pub struct BindingHostError {
   pub message: String,
   pub code: Option<String>,
-}
-
-/// Pi's `AssistantMessage` as the model transport returns it.
-#[napi(object)]
-pub struct BindingAssistantMessage {
-  pub content: Vec<BindingAssistantPart>,
-  pub api: Option<String>,
-  pub provider: Option<String>,
-  pub model: Option<String>,
-  pub response_id: Option<String>,
-  pub usage: Option<BindingUsage>,
-  pub stop_reason: Option<String>,
-  pub error_message: Option<String>,
-  pub timestamp: Option<f64>,
-}
-
-/// A text, thinking or tool-call part.
-#[napi(object)]
-pub struct BindingAssistantPart {
-  #[napi(js_name = "type")]
-  pub kind: String,
-  pub text: Option<String>,
-  pub text_signature: Option<String>,
-  pub thinking: Option<String>,
-  pub thinking_signature: Option<String>,
-  pub redacted: Option<bool>,
-  pub id: Option<String>,
-  pub name: Option<String>,
-  /// The model's arguments (opaque).
-  pub arguments: Option<Value>,
-  pub thought_signature: Option<String>,
-}
-
-#[napi(object)]
-pub struct BindingUsage {
-  pub input: Option<f64>,
-  pub output: Option<f64>,
-  pub cache_read: Option<f64>,
-  pub cache_write: Option<f64>,
-  pub reasoning: Option<f64>,
-  pub total_tokens: Option<f64>,
-  pub cost: Option<BindingUsageCost>,
-}
-
-#[napi(object)]
-pub struct BindingUsageCost {
-  pub input: Option<f64>,
-  pub output: Option<f64>,
-  pub cache_read: Option<f64>,
-  pub cache_write: Option<f64>,
-  pub total: Option<f64>,
-}
-
-/// A JS number as JSON writes it (`1`, not `1.0`).
-fn number(f: f64) -> Option<Number> {
-  if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
-    Some(Number::from(f as i64))
-  } else {
-    Number::from_f64(f)
-  }
-}
-
-fn numbers(v: Option<f64>) -> Option<Number> {
-  v.and_then(number)
-}
-
-impl From<BindingAssistantMessage> for AssistantMessage {
-  fn from(m: BindingAssistantMessage) -> Self {
-    let content = m
-      .content
-      .into_iter()
-      .map(|p| match p.kind.as_str() {
-        "text" => AssistantPart::Text(TextPart {
-          text: p.text.unwrap_or_default(),
-          text_signature: p.text_signature,
-        }),
-        "thinking" => AssistantPart::Thinking(ThinkingPart {
-          thinking: p.thinking.unwrap_or_default(),
-          thinking_signature: p.thinking_signature,
-          redacted: p.redacted,
-        }),
-        "toolCall" => AssistantPart::ToolCall(ToolCall {
-          id: p.id.unwrap_or_default(),
-          name: p.name.unwrap_or_default(),
-          arguments: p.arguments.unwrap_or_else(|| Value::Object(Default::default())),
-          thought_signature: p.thought_signature,
-        }),
-        other => AssistantPart::Other(serde_json::json!({ "type": other })),
-      })
-      .collect();
-    let usage = m.usage.map(|u| MessageUsage {
-      input: numbers(u.input),
-      output: numbers(u.output),
-      cache_read: numbers(u.cache_read),
-      cache_write: numbers(u.cache_write),
-      reasoning: numbers(u.reasoning),
-      total_tokens: numbers(u.total_tokens),
-      cost: u.cost.map(|c| UsageCost {
-        input: numbers(c.input),
-        output: numbers(c.output),
-        cache_read: numbers(c.cache_read),
-        cache_write: numbers(c.cache_write),
-        total: numbers(c.total),
-      }),
-    });
-    let stop_reason = match m.stop_reason.as_deref() {
-      Some("length") => StopReason::Length,
-      Some("toolUse") => StopReason::ToolUse,
-      Some("error") => StopReason::Error,
-      Some("aborted") => StopReason::Aborted,
-      _ => StopReason::Stop,
-    };
-    AssistantMessage {
-      content,
-      api: m.api,
-      provider: m.provider,
-      model: m.model,
-      response_id: m.response_id,
-      usage: usage.unwrap_or_default(),
-      stop_reason,
-      error_message: m.error_message,
-      timestamp: numbers(m.timestamp),
-    }
-  }
 }
 
 /// What the kernel asked for and JS has not been handed yet, in order.
@@ -848,18 +807,83 @@ impl NativeRun {
     self.turn(&env, || {})
   }
 
-  /// Answers model turn `id` with the final assistant message.
-  #[napi]
+  /// Answers model turn `id` with the final assistant message, Pi's `AssistantMessage` taken
+  /// apart by `lib/run.mjs` (`replyModel`): its `content` array, its other members, and the
+  /// members of its `usage` and `usage.cost` (`hasUsage` / `hasCost`: the object was there).
+  /// Positional, so the model's reply costs a handful of reads instead of a property lookup per
+  /// member (the content parts are read off their objects).
+  #[napi(
+    ts_args_type = "id: number, content: unknown[], api: string | undefined, provider: string | undefined, model: string | undefined, responseId: string | undefined, stopReason: string | undefined, errorMessage: string | undefined, timestamp: number | undefined, hasUsage: boolean, input: number | undefined, output: number | undefined, cacheRead: number | undefined, cacheWrite: number | undefined, reasoning: number | undefined, totalTokens: number | undefined, hasCost: boolean, costInput: number | undefined, costOutput: number | undefined, costCacheRead: number | undefined, costCacheWrite: number | undefined, costTotal: number | undefined"
+  )]
+  #[allow(clippy::too_many_arguments)]
   pub fn reply_model(
     &self,
     env: Env,
     id: u32,
-    message: BindingAssistantMessage,
+    content: Unknown,
+    api: OptStr,
+    provider: OptStr,
+    model: OptStr,
+    response_id: OptStr,
+    stop_reason: OptStr,
+    error_message: OptStr,
+    timestamp: OptNum,
+    has_usage: bool,
+    input: OptNum,
+    output: OptNum,
+    cache_read: OptNum,
+    cache_write: OptNum,
+    reasoning: OptNum,
+    total_tokens: OptNum,
+    has_cost: bool,
+    cost_input: OptNum,
+    cost_output: OptNum,
+    cost_cache_read: OptNum,
+    cost_cache_write: OptNum,
+    cost_total: OptNum,
   ) -> Result<Option<BindingRunOutcome>> {
+    let content = Js::new(env.raw())?.read_content(content.raw())?;
+    let usage = if has_usage {
+      MessageUsage {
+        input: input.0,
+        output: output.0,
+        cache_read: cache_read.0,
+        cache_write: cache_write.0,
+        reasoning: reasoning.0,
+        total_tokens: total_tokens.0,
+        cost: has_cost.then_some(UsageCost {
+          input: cost_input.0,
+          output: cost_output.0,
+          cache_read: cost_cache_read.0,
+          cache_write: cost_cache_write.0,
+          total: cost_total.0,
+        }),
+      }
+    } else {
+      MessageUsage::default()
+    };
+    let stop_reason = match stop_reason.0.as_deref() {
+      Some("length") => StopReason::Length,
+      Some("toolUse") => StopReason::ToolUse,
+      Some("error") => StopReason::Error,
+      Some("aborted") => StopReason::Aborted,
+      _ => StopReason::Stop,
+    };
+    let message = AssistantMessage {
+      content,
+      api: api.0,
+      provider: provider.0,
+      model: model.0,
+      response_id: response_id.0,
+      usage,
+      stop_reason,
+      error_message: error_message.0,
+      timestamp: timestamp.0,
+    };
     self.turn(&env, || {
       self.sinks.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
       if let Some(Waiting::Model(tx)) = self.replies.take(id) {
-        let _ = tx.send(Ok(message.into()));
+        let _ = tx.send(Ok(message));
       }
     })
   }
@@ -1009,7 +1033,7 @@ impl NativeRun {
     let kind = if steer { QueueKind::Steering } else { QueueKind::FollowUp };
     let message = UserMessage {
       content: UserContent::Parts(vec![Part::Text(TextPart::new(text))]),
-      timestamp: number(timestamp),
+      timestamp: crate::js::js_number(timestamp),
     };
     self.queue.push(kind, id, message);
   }
@@ -1058,6 +1082,9 @@ impl NativeRun {
     while let Some(out) = self.outbox.pop() {
       let r = match out {
         Out::Events(batch) => hooks.events.borrow_back(env).and_then(|f| f.call(Serde(batch))),
+        Out::Model(request) if request.is_step() => {
+          hooks.model_step.borrow_back(env).and_then(|f| f.call(request.into_step()))
+        }
         Out::Model(request) => hooks.model.borrow_back(env).and_then(|f| f.call(Serde(request))),
         Out::Tool(request) => hooks.tool.borrow_back(env).and_then(|f| f.call(Serde(request))),
         Out::Nested(answer) => hooks.nested.borrow_back(env).and_then(|f| f.call(Serde(answer))),

@@ -10,6 +10,7 @@ mod compaction;
 mod durable;
 mod durable_remote;
 mod execution_backend;
+pub mod js;
 mod kernel;
 mod memory;
 mod code;

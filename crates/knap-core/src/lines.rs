@@ -1,14 +1,20 @@
-//! The one streaming line reader. A file (or any reader) is read in `READ_CHUNK_BYTES` chunks
-//! and handed to a [`LineSink`] as pieces of lines, so no line, however long, has to be held
-//! whole: `read_file` (numbered lines, `tools/read_file.rs`) and the AI SDK's Read (a window of
+//! The one streaming line reader. A file (or any reader) is read through a buffered reader
+//! (chunks of up to `READ_CHUNK_BYTES` for a file: [`buffered`]; a text already in memory is one
+//! chunk, not copied) and handed to a [`LineSink`] as pieces of lines, so no line, however long,
+//! has to be held whole: `read_file` (numbered lines, `tools/read_file.rs`) and the AI SDK's Read (a window of
 //! cut lines, `sandbox.rs`) are two sinks over this reader.
 //!
 //! Lines follow JavaScript's `split("\n")`: `n` newlines make `n + 1` lines, so `"a\nb\n"` has a
 //! third, empty line, and an empty file has one empty line. Line numbers here are 0-based.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 
 use crate::limits::READ_CHUNK_BYTES;
+
+/// `reader` buffered in `READ_CHUNK_BYTES` chunks (the buffer is not zeroed first).
+pub fn buffered<R: Read>(reader: R) -> BufReader<R> {
+  BufReader::with_capacity(READ_CHUNK_BYTES, reader)
+}
 
 /// What a consumer of the line stream does with it. Every method may return `false` to stop the
 /// reading (the rest of the stream is then never read).
@@ -33,17 +39,16 @@ pub struct Scanned {
 }
 
 /// Streams `reader` into `sink`, line by line.
-pub fn scan(mut reader: impl Read, sink: &mut impl LineSink) -> std::io::Result<Scanned> {
-  let mut buf = vec![0u8; READ_CHUNK_BYTES];
+pub fn scan(mut reader: impl BufRead, sink: &mut impl LineSink) -> std::io::Result<Scanned> {
   let mut line: u64 = 0;
   loop {
-    let n = match reader.read(&mut buf) {
-      Ok(0) => break,
-      Ok(n) => n,
+    let chunk = match reader.fill_buf() {
+      Ok([]) => break,
+      Ok(chunk) => chunk,
       Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
       Err(e) => return Err(e),
     };
-    let chunk = &buf[..n];
+    let n = chunk.len();
     if !sink.chunk(chunk) {
       return Ok(Scanned {
         lines: line + 1,
@@ -74,6 +79,7 @@ pub fn scan(mut reader: impl Read, sink: &mut impl LineSink) -> std::io::Result<
         None => pos = chunk.len(),
       }
     }
+    reader.consume(n);
   }
   let complete = sink.end_line(line);
   Ok(Scanned {

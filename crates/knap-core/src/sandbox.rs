@@ -443,7 +443,7 @@ impl LocalSandbox {
     if !meta.is_file() {
       return Err(not_regular(&r.abs));
     }
-    let text = read_lines(Cancellable { inner: file, cancel }, opts).map_err(|e| {
+    let text = read_lines(crate::lines::buffered(Cancellable { inner: file, cancel }), opts).map_err(|e| {
       if cancel.is_cancelled() {
         crate::tools::aborted()
       } else {
@@ -586,7 +586,7 @@ impl LineSink for WindowSink {
 
 /// Streams `reader` (`split("\n")` semantics: `n` newlines make `n + 1` lines), keeping the lines
 /// of `[offset, offset + limit)` cut at `max_line_length` units plus `…`.
-fn read_lines(reader: impl Read, opts: &ReadOptions) -> std::io::Result<LinesResult> {
+fn read_lines(reader: impl std::io::BufRead, opts: &ReadOptions) -> std::io::Result<LinesResult> {
   let start = opts.offset.unwrap_or(0).saturating_sub(1);
   let limit = opts.limit.filter(|&l| l > 0);
   let mut sink = WindowSink {

@@ -46,21 +46,30 @@ impl Executed {
 
   /// The tool result Pi builds for this outcome.
   pub fn result_value(&self, tool: Option<&ToolSpec>) -> ToolResultValue {
-    let details = match (self.is_error, tool) {
-      (false, Some(t)) => ToolResultDetails::Produced {
-        effect: t.effect.clone(),
-        result_policy: t.result.clone(),
-      },
-      (false, None) => ToolResultDetails::Produced {
-        effect: String::new(),
-        result_policy: "auto".into(),
-      },
-      (true, _) => ToolResultDetails::Error {},
-    };
-    ToolResultValue {
-      content: vec![Part::Text(TextPart::new(self.text.clone()))],
-      details,
-    }
+    result_value(self.text.clone(), self.is_error, tool)
+  }
+
+  /// [`Executed::result_value`], taking the text instead of copying it (the transcript's copy).
+  pub fn into_result_value(self, tool: Option<&ToolSpec>) -> (ToolResultValue, Option<ChildReport>) {
+    (result_value(self.text, self.is_error, tool), self.child)
+  }
+}
+
+fn result_value(text: String, is_error: bool, tool: Option<&ToolSpec>) -> ToolResultValue {
+  let details = match (is_error, tool) {
+    (false, Some(t)) => ToolResultDetails::Produced {
+      effect: t.effect.clone(),
+      result_policy: t.result.clone(),
+    },
+    (false, None) => ToolResultDetails::Produced {
+      effect: String::new(),
+      result_policy: "auto".into(),
+    },
+    (true, _) => ToolResultDetails::Error {},
+  };
+  ToolResultValue {
+    content: vec![Part::Text(TextPart::new(text))],
+    details,
   }
 }
 
@@ -89,10 +98,27 @@ pub(super) struct ExecContext {
   pub bets: Vec<Arc<super::speculation::Bet>>,
 }
 
+/// The tool a dispatched call runs, owned by its future without copying the spec (its input
+/// schema, description, ...): a tool of the level's agent is the shared agent and an index.
+pub(super) enum ToolRef {
+  Of(Arc<super::spec::AgentSpec>, usize),
+  Own(Box<ToolSpec>),
+}
+
+impl std::ops::Deref for ToolRef {
+  type Target = ToolSpec;
+  fn deref(&self) -> &ToolSpec {
+    match self {
+      ToolRef::Of(agent, i) => &agent.tools[*i],
+      ToolRef::Own(tool) => tool,
+    }
+  }
+}
+
 /// Journals the intent (unless re-driving a recorded one), runs the call, journals the outcome.
 pub(super) async fn execute_journaled(
   ctx: ExecContext,
-  tool: ToolSpec,
+  tool: ToolRef,
   args: Value,
   identity: ToolIdentity,
   wallet: Option<super::budget::Meter>,

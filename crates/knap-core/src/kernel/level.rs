@@ -12,7 +12,7 @@ use super::admission::{Candidate, Verdict};
 use super::breakers::BreakerState;
 use super::budget::{catalog_price, round10, Admission, Denomination, ExhaustionAnswer, Meter, MeterCell};
 use super::event::{PiEvent, RunEvent};
-use super::execute::{execute, execute_journaled, ExecContext, Executed};
+use super::execute::{execute, execute_journaled, ExecContext, Executed, ToolRef};
 use super::host::{DurableContext, ModelCall};
 use super::journaling::ToolPlan;
 use super::message::{
@@ -625,7 +625,7 @@ impl Level {
           let Verdict::Run { index, args, wallet } = verdict else {
             return None;
           };
-          let tool = self.agent.tools[*index].clone();
+          let tool = ToolRef::Of(self.agent.clone(), *index);
           let cancel = self.shared.cancel.child_token();
           // A cell's activated bets go with it: its claims take them.
           let bets = self.spec.as_mut().map(|s| s.take_activated(&call.id)).unwrap_or_default();
@@ -677,10 +677,11 @@ impl Level {
           self.accounting.receipt.record_error(&call.name);
         }
         self.note_tool_result(out.is_error);
+        let is_error = out.is_error;
         let tool = self.find_tool(&call.name).map(|i| &self.agent.tools[i]);
         self.breakers.observe_call(&call.name, tool, &out.text, out.is_error);
-        let value = out.result_value(tool);
-        if let Some(child) = out.child {
+        let (value, child) = out.into_result_value(tool);
+        if let Some(child) = child {
           self.accounting.add_child(child);
         }
         let message = ToolResultMessage {
@@ -688,7 +689,7 @@ impl Level {
           tool_name: call.name.clone(),
           content: value.content,
           details: value.details.to_value(),
-          is_error: out.is_error,
+          is_error,
           timestamp: Some(now_ms()),
         };
         if self.pi_on() {
@@ -712,7 +713,7 @@ impl Level {
   #[allow(clippy::too_many_arguments)]
   pub(super) fn dispatch(
     &self,
-    tool: ToolSpec,
+    tool: ToolRef,
     index: usize,
     id: &str,
     args: serde_json::Value,
@@ -865,7 +866,7 @@ impl Level {
     let (waits, latch) = container.schedule(tool.effect == "read");
     let cancel = container.signal.child_token();
     let exec = self.dispatch(
-      tool.clone(),
+      ToolRef::Own(Box::new(tool.clone())),
       usize::MAX,
       &id,
       args,

@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::execute::Executed;
+use super::execute::{Executed, ToolRef};
 use super::host::HostError;
 use super::level::{run_nested, Level, NestedDone, NestedRefusal};
 use super::message::AssistantMessage;
@@ -528,7 +528,7 @@ impl Level {
       }
       Ok(wallet) => {
         let cancel = bet.cancel.clone();
-        let exec = self.dispatch(tool.clone(), usize::MAX, &id, l.args, wallet, cancel.clone(), Some(&l.provisional), Vec::new());
+        let exec = self.dispatch(ToolRef::Own(Box::new(tool.clone())), usize::MAX, &id, l.args, wallet, cancel.clone(), Some(&l.provisional), Vec::new());
         let deadline = self.shared.deadline;
         let subagent = matches!(tool.runtime, ToolRuntime::Subagent { .. });
         let abort = bet.abort.clone();

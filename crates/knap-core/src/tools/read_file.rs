@@ -2,7 +2,7 @@
 //! `INLINE_READ_MAX_BYTES` is read on the calling thread; a larger one is streamed on the
 //! blocking pool, so memory is bounded by what the cap and the store can use, not by the file.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
@@ -71,7 +71,7 @@ pub(super) async fn run(
   }
   let shown = path.clone();
   let numbered = blocking(move || {
-    let reader = std::io::Cursor::new(head).chain(file);
+    let reader = crate::lines::buffered(std::io::Cursor::new(head).chain(file));
     number_lines(
       reader,
       offset,
@@ -248,7 +248,7 @@ impl LineSink for NumberedSink<'_> {
 
 /// Streams `reader` and renders lines `offset..offset+limit` as `<n>\t<line>` joined by `\n`.
 pub(crate) fn number_lines(
-  reader: impl Read,
+  reader: impl BufRead,
   offset: u64,
   limit: Option<u64>,
   keep: usize,
@@ -324,10 +324,10 @@ mod tests {
       }
     }
     let euro = "€".as_bytes();
-    let r = Two(vec![&euro[..1], &euro[1..]]);
+    let r = std::io::BufReader::new(Two(vec![&euro[..1], &euro[1..]]));
     let n = number_lines(r, 1, None, usize::MAX, &CancellationToken::new(), &io_err).unwrap();
     assert_eq!(String::from_utf8(n.kept).unwrap(), "1\t€");
-    let r = Two(vec![&euro[..2]]);
+    let r = std::io::BufReader::new(Two(vec![&euro[..2]]));
     let n = number_lines(r, 1, None, usize::MAX, &CancellationToken::new(), &io_err).unwrap();
     assert_eq!(String::from_utf8(n.kept).unwrap(), "1\t\u{FFFD}");
   }

@@ -168,8 +168,14 @@ export declare class NativeRun {
    * way. The caller keeps the event loop alive while a run is pending.
    */
   start(agentJson: string, optionsJson: string, hooks: BindingRunHooks): BindingRunOutcome | null
-  /** Answers model turn `id` with the final assistant message. */
-  replyModel(id: number, message: BindingAssistantMessage): BindingRunOutcome | null
+  /**
+   * Answers model turn `id` with the final assistant message, Pi's `AssistantMessage` taken
+   * apart by `lib/run.mjs` (`replyModel`): its `content` array, its other members, and the
+   * members of its `usage` and `usage.cost` (`hasUsage` / `hasCost`: the object was there).
+   * Positional, so the model's reply costs a handful of reads instead of a property lookup per
+   * member (the content parts are read off their objects).
+   */
+  replyModel(id: number, content: unknown[], api: string | undefined, provider: string | undefined, model: string | undefined, responseId: string | undefined, stopReason: string | undefined, errorMessage: string | undefined, timestamp: number | undefined, hasUsage: boolean, input: number | undefined, output: number | undefined, cacheRead: number | undefined, cacheWrite: number | undefined, reasoning: number | undefined, totalTokens: number | undefined, hasCost: boolean, costInput: number | undefined, costOutput: number | undefined, costCacheRead: number | undefined, costCacheWrite: number | undefined, costTotal: number | undefined): BindingRunOutcome | null
   /**
    * The source of model turn `id`'s first cell call (tool `name`, content index
    * `contentIndex`) as it streams; `endId` is the call's id once it is complete. The kernel
@@ -399,34 +405,6 @@ export interface BashToolOutput {
   background?: BashBackground
 }
 
-/** Pi's `AssistantMessage` as the model transport returns it. */
-export interface BindingAssistantMessage {
-  content: Array<BindingAssistantPart>
-  api?: string
-  provider?: string
-  model?: string
-  responseId?: string
-  usage?: BindingUsage
-  stopReason?: string
-  errorMessage?: string
-  timestamp?: number
-}
-
-/** A text, thinking or tool-call part. */
-export interface BindingAssistantPart {
-  type: string
-  text?: string
-  textSignature?: string
-  thinking?: string
-  thinkingSignature?: string
-  redacted?: boolean
-  id?: string
-  name?: string
-  /** The model's arguments (opaque). */
-  arguments?: any
-  thoughtSignature?: string
-}
-
 /** An `ExecResult`; `code` is `null` when the process died of a signal or was stopped. */
 export interface BindingBackendExecResult {
   stdout: string
@@ -615,6 +593,12 @@ export interface BindingProgressChunk {
 /** The hooks a run calls, one per concern. */
 export interface BindingRunHooks {
   model: (request: { reply: number; conversation: number; modelKey: number; model?: string; append: object[]; systemPrompt?: string; tools?: { name: string; description: string; parameters: unknown }[]; maxTokens?: number; reasoning?: string; context?: object[]; speculate?: string[] }) => void
+  /**
+   * The common model turn, positional: the kernel appended one tool result with one text part
+   * since the last call, and nothing else changed. `effect` / `resultPolicy` are the result's
+   * `details` (`null`: `{}`, a failed call's).
+   */
+  modelStep: (reply: number, conversation: number, modelKey: number, maxTokens: number | null, reasoning: string | null, toolCallId: string, toolName: string, text: string, isError: boolean, timestamp: number, effect: string | null, resultPolicy: string | null) => void
   tool: (request: { reply: number; callId: number; key: number; args: unknown; toolCallId: string; parentToolCallId: string; durable?: { idempotencyKey: string; resumed: boolean }; composite: boolean; nested: boolean }) => void
   /** A `context.dispatch` settled: its value, or the error it failed with. */
   nested: (answer: { reply: number; ok: boolean; value?: unknown; message?: string; code?: string }) => void
@@ -718,24 +702,6 @@ export interface BindingToolSpec {
   timeoutMs: number
   /** JSON Schema of the input, as JSON text. */
   inputJson: string
-}
-
-export interface BindingUsage {
-  input?: number
-  output?: number
-  cacheRead?: number
-  cacheWrite?: number
-  reasoning?: number
-  totalTokens?: number
-  cost?: BindingUsageCost
-}
-
-export interface BindingUsageCost {
-  input?: number
-  output?: number
-  cacheRead?: number
-  cacheWrite?: number
-  total?: number
 }
 
 /** Canonical JSON of JSON text: keys sorted recursively, no whitespace (`stableStringify`). */

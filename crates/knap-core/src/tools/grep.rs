@@ -48,7 +48,7 @@ pub(super) async fn run(
       let display = if r.rel.as_os_str().is_empty() {
         ".".to_string()
       } else {
-        r.rel.to_string_lossy().into_owned()
+        crate::workspace::path_text(&r.rel).into_owned()
       };
       (r.abs, display)
     }

@@ -13,6 +13,7 @@ import { callModel } from "./transport.mjs";
 import { storeRef, jsStoreHook } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
 import { refuseUnactedOptions } from "./run-options.mjs";
+import { rejectInternalRunOptions } from "./internal-run-options.mjs";
 import { splitCompactionOptions } from "./compaction.mjs";
 import { BUDGET_CONTROLLER_BIND } from "./budget-controller.mjs";
 import { bindController } from "./run-controller.mjs";
@@ -21,7 +22,6 @@ import { serializeToolResult } from "./tool-result.mjs";
 import { SandboxPool } from "./sandbox.mjs";
 import { resolveRunMemory, localMemoryTools, MEMORY_SYSTEM_PROMPT } from "./memory.mjs";
 
-const INTERNAL_OPTIONS = ["buildIdentity", "efficiencyPlan", "lockedBuild", "candidatePlan", "caveRoute", "invocationTrace"];
 const announcedHost = new Set();
 
 /** The error `run()` rejects with: `code`, the partial `receipt`, and `message = code: original`. */
@@ -259,14 +259,7 @@ export function stream(definition, input, options = {}) {
   return startRun(definition, input, options, false);
 }
 
-/** Throws `cave_internal_run_option` when `options` carries an option only Cave Build may set. */
-export function rejectInternalRunOptions(options) {
-  for (const key of INTERNAL_OPTIONS) {
-    if (options && key in options) {
-      throw new Error("cave_internal_run_option: Cave Build execution is available through caveman-agent dev/build after lock validation");
-    }
-  }
-}
+export { rejectInternalRunOptions };
 
 function startRun(definition, input, options, quiet) {
   // KNAP_DEBUG traces a run's tool calls from its events, so a traced run() builds them.

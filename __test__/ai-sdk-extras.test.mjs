@@ -488,3 +488,59 @@ test("a multi-step loop: Write, then Read and Grep see the file, then the model 
     ws.cleanup();
   }
 });
+
+test("every knap/ai-sdk factory refuses an option key it does not read, naming it (nothing silently accepted)", async () => {
+  const ai = await import("knap/ai-sdk");
+  const ws = tempWorkspace();
+  const sb = ai.createLocalSandbox({ cwd: ws.root });
+  try {
+    const refused = (where, key) => (e) => {
+      assert.equal(e.code, "cave_config_unknown_key", `${where}: ${e.message}`);
+      assert.ok(e.message.startsWith(`cave_config_unknown_key: ${where} does not know the option "${key}"\n`), e.message);
+      return true;
+    };
+    const sync = [
+      ["getContextStatus", () => ai.getContextStatus([], 100, { critical: 0.9 }), "critical"],
+      ["pruneMessagesByTokens", () => ai.pruneMessagesByTokens([], { target: 1 }), "target"],
+      ["pruneMessages", () => ai.pruneMessages([], { maxToken: 1 }), "maxToken"],
+      ["createExecutionPolicy", () => ai.createExecutionPolicy(undefined, { blockedTools: ["Bash"] }), "blockedTools"],
+      ["createOutputPolicy", () => ai.createOutputPolicy({ maxLength: 10 }), "maxLength"],
+      ["createOutputPolicy stashOutput", () => ai.createOutputPolicy({ stashOutput: { sandbox: sb, tools: [], directory: "/x" } }), "directory"],
+      ["createBudgetTracker", () => ai.createBudgetTracker(1, { pricing: {} }), "pricing"],
+      ["cached", () => ai.cached({ execute: async () => ({}) }, "X", { ttlMs: 5 }), "ttlMs"],
+      ["createReadTool", () => ai.createReadTool(sb, { maxSize: 5 }), "maxSize"],
+      ["createBashTool", () => ai.createBashTool(sb, { onOutput: () => {} }), "onOutput"],
+      ["createAskUserTool", () => ai.createAskUserTool({ question: "?" }), "question"],
+      ["createTodoWriteTool", () => ai.createTodoWriteTool({}, { strictt: true }), "strictt"],
+      ["createSkillTool", () => ai.createSkillTool({ skills: {}, onActivated: () => {} }), "onActivated"],
+      ["createWebSearchTool", () => ai.createWebSearchTool({ apiKey: "k", limit: 3 }), "limit"],
+      ["createWebFetchTool", () => ai.createWebFetchTool({ maxLength: 3 }), "maxLength"],
+      ["createTaskTool", () => ai.createTaskTool({ model: {}, tools: {}, maxSteps: 3 }), "maxSteps"],
+      ["createTaskTool subagentTypes.r", () => ai.createTaskTool({ model: {}, tools: {}, subagentTypes: { r: { system: "x" } } }), "system"],
+      ["createRedisCacheStore", () => ai.createRedisCacheStore({ get() {}, set() {}, del() {}, keys() {} }, { ttl: 5 }), "ttl"],
+      ["toAiSdkTools", () => ai.toAiSdkTools([], { policy: () => {} }), "policy"],
+    ];
+    for (const [where, f, key] of sync) assert.throws(f, refused(where, key));
+    const later = [
+      ["createAgentTools cache", () => ai.createAgentTools(sb, { cache: { tll: 5 } }), "tll"],
+      ["createAgentTools budget", () => ai.createAgentTools(sb, { budget: { maxUsd: 1, modelPricing: {}, limit: 2 } }), "limit"],
+      ["createAgentTools context", () => ai.createAgentTools(sb, { context: { outputPolicies: {} } }), "outputPolicies"],
+      ["createAgentTools context.executionPolicy", () => ai.createAgentTools(sb, { context: { executionPolicy: { blocked: [] } } }), "blocked"],
+      ["createAgentTools planMode", () => ai.createAgentTools(sb, { planMode: { onExit: () => {} } }), "onExit"],
+      ["createAgentTools patch", () => ai.createAgentTools(sb, { patch: { maxSize: 1 } }), "maxSize"],
+      ["createAgentTools modelRegistry", () => ai.createAgentTools(sb, { modelRegistry: { provider: "openRouter", key: "k" } }), "key"],
+      ["discoverSkills", () => ai.discoverSkills({ dirs: [] }), "dirs"],
+      ["fetchSkill", () => ai.fetchSkill("a/b/c", { fetcher: fetch }), "fetcher"],
+      ["setupAgentEnvironment", () => ai.setupAgentEnvironment(sb, { folders: {} }), "folders"],
+      ["fetchOpenRouterModels", () => ai.fetchOpenRouterModels(undefined, { timeout: 5 }), "timeout"],
+    ];
+    for (const [where, f, key] of later) await assert.rejects(f, refused(where, key));
+    // The keys bashkit documents (and knap's own) are taken.
+    assert.equal(ai.getContextStatus([], 100, { criticalThreshold: 0.9, knownTokenCount: 95 }).status, "critical");
+    const { tools } = await ai.createAgentTools(sb, { cache: { ttl: 5, Read: false, Grep: true }, context: { executionPolicy: { shouldBlock: () => undefined }, outputPolicy: { maxOutputLength: 10 } } });
+    assert.equal(typeof tools.Read.execute, "function");
+  } finally {
+    await sb.destroy();
+    ws.cleanup();
+  }
+});

@@ -75,6 +75,35 @@ test("bad arguments exit 1 with the reference's message on stderr", () => {
   }
 });
 
+test("the path to the first prompt does not load the run engine or the provider transport (loaded at the first turn)", (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "knap-code-loads-"));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const log = path.join(dir, "loaded.txt");
+  // A module hook (its own thread) notes every module loaded; the child builds an agent and a
+  // session as the CLI does before its prompt.
+  fs.writeFileSync(path.join(dir, "hooks.mjs"), `import fs from "node:fs";\nexport async function load(url, context, next) {\n  fs.appendFileSync(${JSON.stringify(log)}, url + "\\n");\n  return next(url, context);\n}\n`);
+  fs.writeFileSync(path.join(dir, "register.mjs"), `import { register } from "node:module";\nregister(${JSON.stringify(`file://${path.join(dir, "hooks.mjs")}`)});\n`);
+  const script = `
+    const [{ createCodingAgent }, { runCodingSession }, { startCodingSession }] = await Promise.all([
+      import(${JSON.stringify(path.join(root, "lib/code/agent.mjs"))}),
+      import(${JSON.stringify(path.join(root, "lib/code/repl.mjs"))}),
+      import(${JSON.stringify(path.join(root, "lib/code/session.mjs"))}),
+    ]);
+    const agent = createCodingAgent({ workspace: ${JSON.stringify(dir)}, model: "anthropic/claude-haiku-4-5" });
+    await startCodingSession(agent, { cave: "off" });
+    await agent.close();
+    console.log(typeof runCodingSession);`;
+  const r = spawnSync(process.execPath, ["--import", path.join(dir, "register.mjs"), "--input-type=module", "-e", script], { encoding: "utf8", env: cliEnv() });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.trim(), "function");
+  const loaded = fs.readFileSync(log, "utf8").split("\n").filter((u) => u.startsWith("file://")).map((u) => path.relative(root, fileURLToPath(u)));
+  assert.ok(loaded.includes(path.join("lib", "code", "session.mjs")), loaded.join(" "));
+  for (const heavy of ["run.mjs", "transport.mjs", "models.mjs", "durable.mjs", "memory.mjs", "sandbox.mjs", "receipt.mjs", "pi-ai.mjs"]) {
+    assert.ok(!loaded.includes(path.join("lib", heavy)), `lib/${heavy} loaded before the first prompt: ${loaded.join(" ")}`);
+  }
+  assert.ok(!loaded.some((u) => u.includes("@mariozechner")), loaded.join(" "));
+});
+
 test("parseCodingAgentCLIArgs: flags, last value wins, frozen", () => {
   const o = parseCodingAgentCLIArgs(["--workspace", "a", "--workspace", "b", "--model", "x/y", "--observe-only", "--max-cost-usd", "0.5", "--no-start-runtime"]);
   assert.deepEqual(o, { help: false, workspace: "b", model: "x/y", cave: "off", maxCostUsd: 0.5, ensureRuntime: false });

@@ -381,7 +381,7 @@ test("createAutoCompaction: compacts only when critical, keeps the summary, retr
   assert.deepEqual(s2.prompts, b2.prompts);
 
   const failing = summarizer(new Error("provider down"));
-  const auto3 = knapAi.createAutoCompaction({ maxTokens: tokens, summarizerModel: failing.model, maxRetries: 0 });
+  const auto3 = knapAi.createAutoCompaction({ maxTokens: tokens, summarizerModel: failing.model });
   await assert.rejects(auto3.prepareStep({ messages }), (e) => {
     assert.ok(e instanceof knapAi.CompactionError);
     assert.equal(e.name, "CompactionError");
@@ -393,6 +393,27 @@ test("createAutoCompaction: compacts only when critical, keeps the summary, retr
   assert.equal(failing.prompts.length % 2, 0);
   assert.ok(failing.prompts.length >= 2);
   assert.deepEqual(auto3.getState(), { conversationSummary: "" });
+});
+
+test("the compaction helpers refuse a key bashkit's CompactConversationConfig does not have", async () => {
+  const m = summarizer().model;
+  const unknown = (where, key, near) => (e) => {
+    assert.equal(e.code, "cave_config_unknown_key", e.message);
+    assert.match(e.message, new RegExp(`^cave_config_unknown_key: ${where} does not know the option "${key}"\n`));
+    if (near) assert.match(e.message, new RegExp(`did you mean "${near}"`));
+    return true;
+  };
+  // generateText's maxRetries is not a compaction option: nothing would read it.
+  assert.throws(() => knapAi.createAutoCompaction({ maxTokens: 10, summarizerModel: m, maxRetries: 0 }), unknown("createAutoCompaction", "maxRetries"));
+  assert.throws(() => knapAi.createAutoCompaction({ maxTokens: 10, summarizerModel: m, protectRecent: 2 }), unknown("createAutoCompaction", "protectRecent", "protectRecentMessages"));
+  await assert.rejects(knapAi.compactConversation(conversation(), { maxTokens: 100, summarizerModel: m, threshold: 0.5 }), unknown("compactConversation", "threshold", "compactionThreshold"));
+  assert.throws(() => knapAi.createCompactConfig("gpt-4", m, { taskContxt: "x" }), unknown("createCompactConfig overrides", "taskContxt", "taskContext"));
+  const models = new Map([["a/b", { contextLength: 10 }]]);
+  assert.throws(() => knapAi.createCompactConfigFromModels("a/b", m, models, { maxToken: 5 }), unknown("createCompactConfigFromModels overrides", "maxToken", "maxTokens"));
+  // Every key bashkit documents is taken.
+  const all = { maxTokens: 10, compactionThreshold: 0.9, protectRecentMessages: 2, summarizerModel: m, taskContext: "t", summaryInstructions: "s" };
+  assert.equal(typeof knapAi.createAutoCompaction(all).prepareStep, "function");
+  assert.equal(knapAi.createCompactConfig("gpt-4", m, { ...all, summarizerModel: undefined }).taskContext, "t");
 });
 
 test("createCompactConfig(FromModels) and MODEL_CONTEXT_LIMITS match bashkit's", () => {

@@ -138,6 +138,38 @@ test("file names that are not UTF-8 are listed faithfully and can be read, writt
   await assert.rejects(sb.readFile("caf\uFFFD.txt"), (e) => e.code === "ENOENT");
 });
 
+test("names that are not UTF-8 printed by grep, Grep and Glob reach the file when given back to read_file and Read", async () => {
+  const ws = setup();
+  const { tools } = await aiTools(ws);
+  const t = toolsFor(ws);
+  // Latin-1 directory "dé" holding Latin-1 "café.txt".
+  const dir = Buffer.concat([Buffer.from(ws.root + "/d"), Buffer.from([0xe9])]);
+  fs.mkdirSync(dir);
+  fs.writeFileSync(Buffer.concat([dir, Buffer.from("/caf"), Buffer.from([0xe9]), Buffer.from(".txt")]), "needle here\n");
+  const shown = "d\u{EFE9}/caf\u{EFE9}.txt";
+  // shellTools grep: the whole tree, and the directory given by its shown name.
+  assert.equal(await t.grep.execute({ pattern: "needle" }), `./${shown}:1:needle here\n`);
+  assert.equal(await t.grep.execute({ pattern: "needle", path: "d\u{EFE9}" }), `${shown}:1:needle here\n`);
+  const fromGrep = (await t.grep.execute({ pattern: "needle" })).split(":")[0];
+  assert.equal(await t.read_file.execute({ path: fromGrep }), "1\tneedle here\n2\t");
+  // AI SDK Grep (files, content, count) and Glob.
+  const files = await tools.Grep.execute({ pattern: "needle" }, {});
+  assert.deepEqual(files.files, [`./${shown}`], JSON.stringify(files));
+  const content = await tools.Grep.execute({ pattern: "needle", output_mode: "content" }, {});
+  assert.equal(content.matches[0].file, `./${shown}`);
+  const counts = await tools.Grep.execute({ pattern: "needle", output_mode: "count" }, {});
+  assert.equal(counts.counts[0].file, `./${shown}`, JSON.stringify(counts));
+  const glob = await tools.Glob.execute({ pattern: "**/*.txt" }, {});
+  assert.ok(glob.matches.includes(`./${shown}`), JSON.stringify(glob));
+  assert.deepEqual((await tools.Glob.execute({ pattern: "caf\u{EFE9}.*" }, {})).matches, [`./${shown}`]);
+  for (const name of [files.files[0], content.matches[0].file, glob.matches.find((m) => m.endsWith(".txt") && m.includes("d\u{EFE9}"))]) {
+    assert.equal((await tools.Read.execute({ file_path: name }, {})).content, "needle here\n", name);
+    assert.equal(await t.read_file.execute({ path: name }), "1\tneedle here\n2\t", name);
+  }
+  // Nothing shows U+FFFD.
+  assert.ok(!JSON.stringify([files, content, counts, glob]).includes("\uFFFD"));
+});
+
 test("AI SDK sandbox: an AbortSignal reaches readFile/writeFile and the Read/Write/Edit tools", async () => {
   const ws = setup();
   const { sb, tools } = await aiTools(ws);

@@ -304,11 +304,10 @@ test("a priced run without a budget still reports public_catalog prices", async 
   assert.equal(result.receipt.denomination, "none");
 });
 
+// The call caps are not here: the reference checks them inside its try (run errors, below).
 const OPTION_ERRORS = [
-  [{ maxModelCalls: 0 }, /^cave_max_model_calls_invalid/],
-  [{ maxModelCalls: 1.5 }, /^cave_max_model_calls_invalid/],
-  [{ maxToolCalls: -1 }, /^cave_max_tool_calls_invalid/],
   [{ deadlineMs: 0 }, /^cave_run_deadline_invalid/],
+  [{ deadlineMs: Infinity }, /^cave_run_deadline_invalid: deadlineMs must be a positive integer of milliseconds, received number Infinity/],
   [{ deadlineMs: 2 ** 60 }, /^cave_run_deadline_invalid/],
   [{ maxSubagentDepth: 9 }, /^cave_subagent_depth_limit_invalid/],
   [{ budget: {} }, /^cave_budget_denomination_ambiguous/],
@@ -372,7 +371,7 @@ test("range errors of run options name the option, the range and the way out (re
   const cases = [
     [{ maxSubagentDepth: 9 }, "cave_subagent_depth_limit_invalid: maxSubagentDepth must be an integer from 1 to 8, got 9", "leave maxSubagentDepth out for the default (2), or pass an integer from 1 to 8"],
     [{ maxSubagentDepth: 0 }, "cave_subagent_depth_limit_invalid: maxSubagentDepth must be an integer from 1 to 8, got 0", "leave maxSubagentDepth out for the default (2), or pass an integer from 1 to 8"],
-    [{ maxModelCalls: 0 }, "cave_max_model_calls_invalid: maxModelCalls must be a positive integer, got 0", "leave maxModelCalls out for the default (64), or pass a positive integer"],
+    [{ maxModelCalls: 0 }, "cave_agent_run_failed: cave_max_model_calls_invalid: maxModelCalls must be a positive integer, got 0", "leave maxModelCalls out for the default (64), or pass a positive integer"],
     [{ budget: { maxUsd: 1, initialUsd: 2 } }, "cave_budget_initial_invalid: budget.initialUsd must be positive and at most budget.maxUsd (1), got 2", /^it is above budget\.maxUsd \(1\); /],
     [{ budget: { maxUsd: 1, initialUsd: 0 } }, "cave_budget_initial_invalid: budget.initialUsd must be positive and at most budget.maxUsd (1), got 0", /^it must be positive; /],
     [{ budget: { maxTokens: 100, initialTokens: 2.5 } }, "cave_budget_initial_invalid: budget.initialTokens must be positive and at most budget.maxTokens (100), got 2.5", /^it must be a whole number of tokens; /],
@@ -384,6 +383,67 @@ test("range errors of run options name the option, the range and the way out (re
       else assert.match(error.hint, hint);
       return true;
     });
+  }
+});
+
+test("call caps: a bad maxModelCalls or maxToolCalls is a run error (the reference checks them inside its try), before any model call", async () => {
+  for (const [caps, first] of [
+    [{ maxModelCalls: 0 }, "cave_max_model_calls_invalid: maxModelCalls must be a positive integer, got 0"],
+    [{ maxModelCalls: 1.5 }, "cave_max_model_calls_invalid: maxModelCalls must be a positive integer, got 1.5"],
+    [{ maxModelCalls: NaN }, "cave_max_model_calls_invalid: maxModelCalls must be a positive integer, received number NaN"],
+    [{ maxToolCalls: -1 }, "cave_max_tool_calls_invalid: maxToolCalls must be a positive integer, got -1"],
+    [{ maxToolCalls: "8" }, 'cave_max_tool_calls_invalid: maxToolCalls must be a positive integer, received string "8"'],
+  ]) {
+    let modelCalls = 0;
+    const def = hostAgent("caps", []);
+    const opts = { ensureRuntime: false, model: fauxModel(), streamFn: (...a) => (modelCalls++, scriptedStream([{ text: "x" }])(...a)), ...caps };
+    await assert.rejects(run(def, "go", opts), (error) => {
+      assert.ok(error instanceof CavemanRunError, `${error.name}: ${error.message}`);
+      // The reference's errorCode(): a message without a mapped prefix is cave_agent_run_failed.
+      assert.equal(error.code, "cave_agent_run_failed");
+      assert.equal(error.message.split("\n")[0], `cave_agent_run_failed: ${first}`);
+      assert.equal(error.receipt.runId.length > 0, true);
+      return true;
+    });
+    const events = await collect(stream(def, "go", opts));
+    assert.deepEqual(events.map((e) => e.type), ["run_start", "run_error"], JSON.stringify(caps));
+    assert.equal(events[1].code, "cave_agent_run_failed");
+    assert.equal(events[1].message.split("\n")[0], first, "the raw message, without the code prefix");
+    assert.equal(modelCalls, 0);
+  }
+});
+
+test("stream(): the root context's options (maxCostUsd, the subagent tree limits) throw when stream() is called; the others from the first next()", async () => {
+  const def = hostAgent("root-context", []);
+  const opts = baseOptions([{ text: "x" }]);
+  for (const [bad, code, first] of [
+    [{ maxCostUsd: -1 }, "cave_agent_definition_invalid", "caveman agent: run maxCostUsd must be positive"],
+    [{ maxCostUsd: 0 }, "cave_agent_definition_invalid", "caveman agent: run maxCostUsd must be positive"],
+    [{ maxCostUsd: NaN }, "cave_agent_definition_invalid", "caveman agent: run maxCostUsd must be positive"],
+    [{ maxCostUsd: "1" }, "cave_agent_definition_invalid", "caveman agent: run maxCostUsd must be positive"],
+    [{ maxSubagentInvocations: 0 }, "cave_subagent_invocation_limit_invalid", "cave_subagent_invocation_limit_invalid: maxSubagentInvocations must be an integer from 1 to 65536, got 0"],
+    [{ maxConcurrentSubagents: 2000 }, "cave_subagent_concurrency_limit_invalid", "cave_subagent_concurrency_limit_invalid: maxConcurrentSubagents must be an integer from 1 to 1024, got 2000"],
+  ]) {
+    assert.throws(() => stream(def, "go", { ...opts, ...bad }), (error) => {
+      assert.equal(error instanceof CavemanRunError, false);
+      assert.equal(error.code, code, error.message);
+      assert.equal(error.message.split("\n")[0], first);
+      return true;
+    });
+    // run() rejects with the same plain Error.
+    await assert.rejects(run(def, "go", { ...opts, ...bad }), (error) => error.code === code && !(error instanceof CavemanRunError));
+  }
+  // Checked before the input, as the reference's rootExecutionContext runs first.
+  assert.throws(() => stream(def, 42, { ...opts, maxCostUsd: -1 }), /maxCostUsd must be positive/);
+  // The other option errors: stream() returns its generator; the first next() throws.
+  for (const [bad, code] of [
+    [{ maxSubagentDepth: 9 }, "cave_subagent_depth_limit_invalid"],
+    [{ deadlineMs: 0 }, "cave_run_deadline_invalid"],
+    [{ budget: { maxUsd: 1 }, maxCostUsd: 1 }, "cave_budget_conflicting_cap"],
+    [{ cacheRetention: "forever" }, "cave_cache_retention_invalid"],
+  ]) {
+    const events = stream(def, "go", { ...opts, ...bad });
+    await assert.rejects(events.next(), (error) => String(error.message).startsWith(code), JSON.stringify(bad));
   }
 });
 

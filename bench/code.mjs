@@ -7,7 +7,11 @@
 //      session, and through the REPL's streamed turn (observeCodingTurn + the live view + the
 //      turn bill's text); target ≤ 1 ms.
 //
-//   node bench/code.mjs [--starts 21] [--turns 400] [--json]
+//   node bench/code.mjs [--starts 21] [--turns 400] [--json] [--compare <dir>]
+//
+// `--compare <dir>`: also starts `<dir>/bin/caveman-code.mjs` (a copy of another tree: its lib/,
+// bin/, index.js, package.json, addon and a node_modules link), interleaved with the others, so a
+// startup change is measured before/after in one run.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -29,6 +33,7 @@ const arg = (name, fallback) => {
 const STARTS = arg("starts", 21);
 const TURNS = arg("turns", 400);
 const JSON_OUT = args.includes("--json");
+const COMPARE = args.includes("--compare") ? path.resolve(args[args.indexOf("--compare") + 1]) : undefined;
 const BIN = path.join(ROOT, "bin", "caveman-code.mjs");
 
 const ws = fs.mkdtempSync(path.join(os.tmpdir(), "knap-code-bench-"));
@@ -61,10 +66,12 @@ function timeSpawn(argv, env, marker) {
 
 const baseline = [];
 const prompt = [];
+const compared = [];
 const cliEnv = { ANTHROPIC_API_KEY: "sk-bench", OPENAI_API_KEY: "", GEMINI_API_KEY: "", GOOGLE_API_KEY: "", CAVE_MODEL: "" };
 for (let i = 0; i < STARTS; i++) {
   baseline.push(await timeSpawn(["-e", "0"], {}));
   prompt.push(await timeSpawn([BIN, "--workspace", ws], cliEnv, "agent [observe-only] > "));
+  if (COMPARE) compared.push(await timeSpawn([path.join(COMPARE, "bin", "caveman-code.mjs"), "--workspace", ws], cliEnv, "agent [observe-only] > "));
 }
 
 // ---------- 2. per-turn overhead ----------
@@ -137,6 +144,11 @@ const result = {
   replRatio: m.repl / m.run,
   replOverheadMs: m.repl - m.run,
 };
+if (COMPARE) {
+  result.compareDir = COMPARE;
+  result.compareStartupMs = median(compared);
+  result.compareStartupRatio = median(compared) / m.nodeE0;
+}
 if (JSON_OUT) {
   console.log(JSON.stringify(result, null, 2));
 } else {
@@ -145,7 +157,12 @@ if (JSON_OUT) {
   console.log("| --- | ---: |");
   console.log(`| \`node -e 0\` | ${fmtMs(m.nodeE0)} |`);
   console.log(`| \`caveman-code\` to first prompt | ${fmtMs(m.firstPrompt)} |`);
-  console.log(`| ratio | ${fmtX(m.firstPrompt / m.nodeE0)} |\n`);
+  console.log(`| ratio | ${fmtX(m.firstPrompt / m.nodeE0)} |`);
+  if (COMPARE) {
+    console.log(`| \`${COMPARE}\` to first prompt | ${fmtMs(median(compared))} |`);
+    console.log(`| its ratio | ${fmtX(median(compared) / m.nodeE0)} |`);
+  }
+  console.log("");
   console.log("| one scripted turn (median of " + TURNS + ") | per turn | over run() | ratio to run() |");
   console.log("| --- | ---: | ---: | ---: |");
   console.log(`| \`run()\` | ${fmtUs(m.run * 1000)} | | 1.00× |`);

@@ -1,7 +1,6 @@
 // Smaller definition primitives: artifact(), eval fixtures, definition transforms, the sandbox
 // conformance probe, runLocked.
 import { codedError } from "./native.mjs";
-import { run } from "./run.mjs";
 
 const STRATEGIES = new Set(["verbatim", "json-index", "page"]);
 const RECOVERIES = new Set(["exact_ccr", "source_ref"]);
@@ -80,6 +79,8 @@ export async function runLocked(definition, input, build, options = {}) {
     throw codedError("cave_build_lock_unsupported", "cave_build_lock_unsupported: this lock pins a compiled pipeline, which needs the Cave Build compiler knap does not have");
   }
   const { printReceipt: _ignored, ...rest } = options ?? {};
+  // The run engine is loaded on first use: importing the definition helpers stays cheap.
+  const { run } = await import("./run.mjs");
   const result = await run(definition, input, rest);
   return Object.freeze({ ...result, unlocked: false });
 }

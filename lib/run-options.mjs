@@ -4,20 +4,12 @@ import { codedError } from "./native.mjs";
 import { BudgetController } from "./budget-controller.mjs";
 import { splitCompactionOptions } from "./compaction.mjs";
 
-const range = (name, value, max, code) => {
-  if (value !== undefined && !(Number.isSafeInteger(value) && value >= 1 && value <= max)) {
-    throw codedError(code, `${code}: ${name} must be an integer from 1 to ${max}`);
-  }
-};
-
 function unsupported(name, why) {
   return codedError("cave_run_option_unsupported", `cave_run_option_unsupported:${name}: ${why}`);
 }
 
 /** Throws for the first option a run would otherwise silently ignore. */
 export function refuseUnactedOptions(definition, options) {
-  range("maxSubagentInvocations", options.maxSubagentInvocations, 65_536, "cave_subagent_invocation_limit_invalid");
-  range("maxConcurrentSubagents", options.maxConcurrentSubagents, 1_024, "cave_subagent_concurrency_limit_invalid");
   if (options.printReceipt !== undefined && typeof options.printReceipt !== "boolean") {
     throw codedError("cave_print_receipt_invalid", "cave_print_receipt_invalid: printReceipt must be a boolean");
   }

@@ -13,6 +13,7 @@ import { abortGate, callModel } from "./transport.mjs";
 import { storeRef, jsStoreHook } from "./durable.mjs";
 import { claimConversation } from "./conversation.mjs";
 import { refuseUnactedOptions } from "./run-options.mjs";
+import { rejectInternalRunOptions } from "./internal-run-options.mjs";
 import { splitCompactionOptions } from "./compaction.mjs";
 import { BUDGET_CONTROLLER_BIND } from "./budget-controller.mjs";
 import { bindController } from "./run-controller.mjs";
@@ -21,7 +22,6 @@ import { serializeToolResult } from "./tool-result.mjs";
 import { SandboxPool } from "./sandbox.mjs";
 import { resolveRunMemory, localMemoryTools, MEMORY_SYSTEM_PROMPT } from "./memory.mjs";
 
-const INTERNAL_OPTIONS = ["buildIdentity", "efficiencyPlan", "lockedBuild", "candidatePlan", "caveRoute", "invocationTrace"];
 const announcedHost = new Set();
 
 /** The error `run()` rejects with: `code`, the partial `receipt`, and `message = code: original`. */
@@ -173,6 +173,18 @@ async function budgetSpec(budget, options, registry) {
   return { ...budget, compaction: core };
 }
 
+/**
+ * `RunOptions.budget` for the option check before the model is resolved: `budgetSpec`'s shape
+ * with a placeholder for the summarizer model (its kind is checked here, the model itself later).
+ */
+function earlyBudget(budget) {
+  const compaction = budget?.compaction;
+  if (!compaction || typeof compaction !== "object") return budget;
+  const { core, summarizerModel } = splitCompactionOptions(compaction);
+  if (summarizerModel !== undefined) core.summarizerModel = { key: 0, provider: "", id: "" };
+  return { ...budget, compaction: core };
+}
+
 /** A tool as the kernel sees it. */
 function toolSpec(tool, runtime) {
   return {
@@ -238,21 +250,16 @@ const CACHE_RETENTIONS = new Set(["none", "short", "long"]);
 
 /**
  * The same run as an async generator of `CavemanRunEvent`s. As in the reference, internal
- * options, the definition and the input are checked when `stream()` is called (a synchronous
- * throw; `run()` turns it into a rejection); the other option errors come from the first `next()`.
+ * options, the definition, the root context's options (`maxCostUsd`, the subagent tree limits)
+ * and the input are checked when `stream()` is called (a synchronous throw; `run()` turns it
+ * into a rejection); the other option errors come from the first `next()`, and bad call caps
+ * (`maxModelCalls`, `maxToolCalls`) are run errors.
  */
 export function stream(definition, input, options = {}) {
   return startRun(definition, input, options, false);
 }
 
-/** Throws `cave_internal_run_option` when `options` carries an option only Cave Build may set. */
-export function rejectInternalRunOptions(options) {
-  for (const key of INTERNAL_OPTIONS) {
-    if (options && key in options) {
-      throw new Error("cave_internal_run_option: Cave Build execution is available through caveman-agent dev/build after lock validation");
-    }
-  }
-}
+export { rejectInternalRunOptions };
 
 function startRun(definition, input, options, quiet) {
   // KNAP_DEBUG traces a run's tool calls from its events, so a traced run() builds them.
@@ -260,6 +267,7 @@ function startRun(definition, input, options, quiet) {
   options = options ?? {};
   rejectInternalRunOptions(options);
   if (definition?.kind !== "agent") throw new Error("caveman agent: run needs an agent() definition");
+  throwRefusal(checkOptions(options, ROOT_CONTEXT_OPTIONS));
   const content = userContent(input);
   return runEvents(definition, content, options, quiet, input);
 }
@@ -293,6 +301,35 @@ class EventQueue {
       this.#wake = resolve;
     });
   }
+}
+
+// The reference's rootExecutionContext checks these when the run is set up (synchronously in
+// stream()); the call caps are checked inside its try, after the model is resolved (run errors).
+const ROOT_CONTEXT_OPTIONS = ["maxCostUsd", "maxSubagentInvocations", "maxConcurrentSubagents"];
+const CALL_CAP_OPTIONS = ["maxModelCalls", "maxToolCalls"];
+
+/**
+ * Run options as the core's JSON. JSON has no NaN or Infinity (`JSON.stringify` writes null,
+ * which would read as "not given"): a non-finite number goes as `{"$number": "NaN"}`, which
+ * every numeric option refuses, naming the number.
+ */
+function specJson(spec) {
+  return JSON.stringify(spec, (_, v) => (typeof v === "number" && !Number.isFinite(v) ? { $number: String(v) } : v));
+}
+
+/** The core's refusal (`{code, message}`) of just the `keys` of `options`, or null. */
+function checkOptions(options, keys) {
+  const only = { runId: "", input: [], history: [] };
+  for (const key of keys) only[key] = options[key];
+  return native.checkRunOptions(specJson(only));
+}
+
+/** Throws a refusal as the plain coded `Error` the reference throws. */
+function throwRefusal(refused) {
+  if (!refused) return;
+  const error = new Error(refused.message);
+  error.code = refused.code;
+  throw withHint(error);
 }
 
 /** What a run needs besides the kernel: ids, the sandbox mode, the conversation and the store. */
@@ -636,24 +673,23 @@ async function* runEvents(definition, content, options, quiet, input) {
 
   // Options first, as the reference does (plain Errors before the model is resolved): a bad
   // `deadlineMs` is reported before a missing credential. The transcript is not needed for it;
-  // the call caps are the reference's run errors (checked inside its try, after the model).
-  // budget.compaction's JS values (a model, a callback) are checked by budgetSpec() later; here
-  // the core sees what it will see then, minus the not yet resolved summarizer model.
-  const earlyCompaction = runSpec.budget?.compaction;
-  const earlyBudget = earlyCompaction && typeof earlyCompaction === "object" ? { ...runSpec.budget, compaction: splitCompactionOptions(earlyCompaction).core } : runSpec.budget;
-  const early = { ...runSpec, budget: earlyBudget, input: [], history: [], maxModelCalls: undefined, maxToolCalls: undefined };
-  const refused = native.checkRunOptions(JSON.stringify(early));
-  if (refused) {
+  // the call caps are the reference's run errors (checked inside its try, after the model). The
+  // compaction's model and callback are checked for their kind here and resolved below.
+  const early = { ...runSpec, input: [], history: [], maxModelCalls: undefined, maxToolCalls: undefined };
+  try {
+    early.budget = earlyBudget(options.budget);
+    throwRefusal(native.checkRunOptions(specJson(early)));
+  } catch (error) {
     options.signal?.removeEventListener("abort", onAbort);
     commitConversation();
-    const error = new Error(refused.message);
-    error.code = refused.code;
-    throw withHint(error);
+    throw error;
   }
 
   let graph;
   try {
     graph = await buildGraph(definition, options, prep.rootDir, registry, true, prep.sandbox);
+    const caps = checkOptions(options, CALL_CAP_OPTIONS);
+    if (caps) throw new Error(caps.message);
     runSpec.budget = await budgetSpec(options.budget, options, registry);
     const input = registry.models[graph.model.key].model?.input;
     if (Array.isArray(input)) runSpec.modelInput = input.map(String);
@@ -706,7 +742,7 @@ async function* runEvents(definition, content, options, quiet, input) {
   keepAlive = setInterval(() => {}, 2 ** 30);
   let completed = false;
   try {
-    settle(nativeRun.start(JSON.stringify(graph), JSON.stringify(runSpec), kernel.hooks));
+    settle(nativeRun.start(JSON.stringify(graph), specJson(runSpec), kernel.hooks));
     while (true) {
       while (events.size) {
         const event = events.shift();

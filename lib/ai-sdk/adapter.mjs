@@ -7,6 +7,7 @@ import { decideToolCall } from "../shell-tools.mjs";
 import { passThroughSchema } from "./schema.mjs";
 import { codedError } from "../native.mjs";
 import { traced } from "../debug.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
 
 /**
  * @param tools an array of knap tools, or a record of them
@@ -14,6 +15,7 @@ import { traced } from "../debug.mjs";
  */
 export function toAiSdkTools(tools, options = {}) {
   const list = Array.isArray(tools) ? tools : Object.entries(tools ?? {}).map(([name, t]) => (t.name ? t : { ...t, name }));
+  refuseUnknownKeys("toAiSdkTools", options, ["toolPolicy", "runId", "agentId", "agentPath"]);
   const policy = options.toolPolicy;
   if (policy !== undefined && typeof policy !== "function") {
     throw codedError("cave_tool_policy_invalid", "cave_tool_policy_invalid: toolPolicy must be a function");

@@ -1,11 +1,11 @@
 // `createAgentTools(sandbox, config)`: the tool set, wrapped (innermost first) by the timeout of
 // each tool, the cache, and the context layers; plus the budget tracker and the model registry.
 import { LIMITS } from "./native.mjs";
-import { toolEnv, createBashTool, createReadTool, createWriteTool, createEditTool, createGlobTool, createGrepTool, createPatchTool } from "./tools.mjs";
+import { TOOL_CONFIG_KEYS, SDK_TOOL_KEYS, toolEnv, createBashTool, createReadTool, createWriteTool, createEditTool, createGlobTool, createGrepTool, createPatchTool } from "./tools.mjs";
 import { createAskUserTool, createEnterPlanModeTool, createExitPlanModeTool, createSkillTool } from "./interactive.mjs";
 import { createWebSearchTool, createWebFetchTool } from "./web.mjs";
 import { cached, resolveCacheConfig, createInvalidationLog, CACHE_INTERNAL } from "./cache.mjs";
-import { applyContextLayers, createExecutionPolicy, createOutputPolicy } from "./context.mjs";
+import { applyContextLayers, createExecutionPolicy, createOutputPolicy, EXECUTION_POLICY_KEYS } from "./context.mjs";
 import { fetchOpenRouterModels, createBudgetTracker } from "./budget.mjs";
 import { codedError } from "../native.mjs";
 import { didYouMean, refuseUnknownKeys } from "../config-keys.mjs";
@@ -33,7 +33,6 @@ function dependencies(env, name) {
 
 const AGENT_CONFIG_KEYS = ["tools", "askUser", "patch", "planMode", "skill", "webSearch", "webFetch", "cache", "modelRegistry", "budget", "context", "defaultTimeout", "workingDirectory"];
 const TOOL_NAMES = ["Bash", "Read", "Write", "Edit", "Glob", "Grep", "Patch", "WebSearch", "WebFetch"];
-const TOOL_CONFIG_KEYS = ["timeout", "maxFileSize", "maxOutputLength", "maxLineLength", "allowedPaths", "blockedCommands", "maxResults", "strict", "needsApproval", "providerOptions"];
 
 export async function createAgentTools(sandbox, config = {}) {
   if (!sandbox || typeof sandbox !== "object" || REQUIRED.some((m) => typeof sandbox[m] !== "function")) {
@@ -47,6 +46,20 @@ export async function createAgentTools(sandbox, config = {}) {
     if (!TOOL_NAMES.includes(name)) refuseUnknownKeys("createAgentTools tools", { [name]: true }, TOOL_NAMES);
     if (toolConfig && typeof toolConfig === "object") refuseUnknownKeys(`createAgentTools tools.${name}`, toolConfig, name === "Bash" ? [...TOOL_CONFIG_KEYS, "onProgress"] : TOOL_CONFIG_KEYS);
   }
+  // The nested options (webSearch and webFetch are checked by their factories, cache by resolveCacheConfig).
+  const nested = (key, known) => {
+    const value = config[key];
+    if (value && typeof value === "object") refuseUnknownKeys(`createAgentTools ${key}`, value, known);
+  };
+  nested("askUser", SDK_TOOL_KEYS);
+  nested("patch", TOOL_CONFIG_KEYS);
+  nested("planMode", ["onEnter", "onPlanSubmit"]);
+  nested("skill", ["skills", "onActivate"]);
+  nested("modelRegistry", ["provider", "apiKey", "url", "timeoutMs"]);
+  nested("budget", ["maxUsd", "pricingProvider", "apiKey", "modelPricing", "onUnpricedModel"]);
+  nested("context", ["executionPolicy", "outputPolicy", "extraTools", "layers"]);
+  // Built only when plan mode or a rule needs it, so its keys are checked here too.
+  if (config.context?.executionPolicy) refuseUnknownKeys("createAgentTools context.executionPolicy", config.context.executionPolicy, EXECUTION_POLICY_KEYS);
   const cacheConfig = resolveCacheConfig(config.cache);
   const log = cacheConfig ? createInvalidationLog() : undefined;
   const env = toolEnv(sandbox, { defaultTimeout: config.defaultTimeout, log });

@@ -6,6 +6,7 @@
 import { native } from "../native.mjs";
 
 import { LIMITS } from "./native.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
 
 export const OPENROUTER_MODELS_URL = "https://openrouter.ai/api/v1/models";
 export const OPENROUTER_CACHE_TTL_MS = LIMITS.openrouterCacheTtlMs;
@@ -78,6 +79,7 @@ function tag(map, source) {
  * `KNAP_OPENROUTER_MODELS_URL`.
  */
 export async function fetchOpenRouterModels(apiKey, options = {}) {
+  refuseUnknownKeys("fetchOpenRouterModels", options, ["url", "fallback", "timeoutMs"]);
   const url = options.url ?? process.env.KNAP_OPENROUTER_MODELS_URL ?? OPENROUTER_MODELS_URL;
   const fallback = options.fallback !== false;
   if (cache && cache.url === url && Date.now() - cache.at < OPENROUTER_CACHE_TTL_MS) return tag(new Map(cache.models), "openrouter");
@@ -172,6 +174,7 @@ export function stepCost(usage, pricing) {
  * `getStatus()` → `{ totalCostUsd, maxUsd, remainingUsd, usagePercent (0-100), stepsCompleted, exceeded, unpricedSteps }`.
  */
 export function createBudgetTracker(maxUsd, options = {}) {
+  refuseUnknownKeys("createBudgetTracker", options, ["modelPricing", "openRouterPricing", "onUnpricedModel"]);
   if (!(typeof maxUsd === "number" && maxUsd > 0)) throw new Error(`[knap] maxUsd must be a positive number, got ${maxUsd}`);
   const overrides = options.modelPricing ? new Map(Object.entries(options.modelPricing).map(([k, v]) => [k.toLowerCase(), v])) : undefined;
   const registry = options.openRouterPricing;

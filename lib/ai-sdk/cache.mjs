@@ -7,6 +7,8 @@
 
 import { LIMITS, native } from "./native.mjs";
 import { debugCacheHit } from "../debug.mjs";
+import { didYouMean, refuseUnknownKeys } from "../config-keys.mjs";
+import { codedError } from "../native.mjs";
 
 export const DEFAULT_TTL_MS = LIMITS.cacheTtlMs;
 export const DEFAULT_CACHED_TOOLS = ["Read", "Glob", "Grep", "WebFetch", "WebSearch"];
@@ -127,7 +129,10 @@ const INTERNAL = Symbol.for("knap.aiSdk.cacheInternal");
  *
  * @param options `{ ttl, store, keyGenerator, debug, onHit, onMiss }`
  */
+const CACHE_OPTIONS = ["store", "ttl", "debug", "onHit", "onMiss", "keyGenerator"];
+
 export function cached(tool, toolName, options = {}) {
+  refuseUnknownKeys("cached", options, CACHE_OPTIONS);
   const ttl = options.ttl ?? DEFAULT_TTL_MS;
   const store = options.store ?? new LRUCacheStore();
   const keyOf = options.keyGenerator ?? defaultKeyGenerator;
@@ -198,9 +203,16 @@ export function resolveCacheConfig(config) {
   if (isStore) return { ...base, store: config };
   const enabled = new Set(DEFAULT_CACHED_TOOLS);
   for (const [key, value] of Object.entries(config)) {
-    if (["store", "ttl", "debug", "onHit", "onMiss", "keyGenerator"].includes(key)) continue;
+    if (CACHE_OPTIONS.includes(key)) continue;
+    // Any other key names a tool, turned on or off; a key with another value is a misspelled option.
     if (value === true) enabled.add(key);
-    if (value === false) enabled.delete(key);
+    else if (value === false) enabled.delete(key);
+    else if (value !== undefined) {
+      throw codedError(
+        "cave_config_unknown_key",
+        `cave_config_unknown_key: createAgentTools cache does not know the option ${JSON.stringify(key)}\nhint: ${didYouMean(key, CACHE_OPTIONS)}the options are ${CACHE_OPTIONS.join(", ")}, and a tool name set to true or false`,
+      );
+    }
   }
   return {
     store: config.store ?? new LRUCacheStore(),

@@ -2,6 +2,7 @@
 // `createCompactConfig(FromModels)`, `CompactionError`): the split point and the summarizer prompt
 // come from knap-core's compaction engine; the summarizer call is the AI SDK's `generateText`.
 import { native } from "../native.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
 import { loadAi } from "./ai.mjs";
 import { getModelContextLength } from "./budget.mjs";
 import { getContextStatus, MODEL_CONTEXT_LIMITS } from "./context-status.mjs";
@@ -11,8 +12,12 @@ export class CompactionError extends Error {
   name = "CompactionError";
 }
 
+/** bashkit 0.7.1's `CompactConversationConfig`, every key of which knap reads. */
+export const COMPACTION_KEYS = ["maxTokens", "compactionThreshold", "protectRecentMessages", "summarizerModel", "taskContext", "summaryInstructions"];
+
 /** Summarizes the older messages once the conversation passes `compactionThreshold` of `maxTokens`. */
 export async function compactConversation(messages, config, state = { conversationSummary: "" }) {
+  refuseUnknownKeys("compactConversation", config, COMPACTION_KEYS);
   const threshold = config.compactionThreshold ?? 0.85;
   if (estimateMessagesTokens(messages) < config.maxTokens * threshold) return { messages, state, didCompact: false };
   const plan = native.bashkitCompactionPlan(
@@ -39,6 +44,7 @@ export async function compactConversation(messages, config, state = { conversati
 
 /** A `prepareStep` that compacts when the context is critical: two tries 1 s apart, then `CompactionError`. */
 export function createAutoCompaction(config) {
+  refuseUnknownKeys("createAutoCompaction", config, COMPACTION_KEYS);
   const state = { conversationSummary: "" };
   const threshold = config.compactionThreshold ?? 0.85;
   const prepareStep = async ({ messages }) => {
@@ -62,10 +68,12 @@ export function createAutoCompaction(config) {
 
 /** @deprecated as in bashkit: `maxTokens` from `MODEL_CONTEXT_LIMITS`. */
 export function createCompactConfig(modelId, summarizerModel, overrides) {
+  refuseUnknownKeys("createCompactConfig overrides", overrides, COMPACTION_KEYS);
   return { maxTokens: MODEL_CONTEXT_LIMITS[modelId], summarizerModel, ...overrides };
 }
 
 export function createCompactConfigFromModels(modelId, summarizerModel, modelsMap, overrides) {
+  refuseUnknownKeys("createCompactConfigFromModels overrides", overrides, COMPACTION_KEYS);
   const contextLength = getModelContextLength(modelId, modelsMap);
   if (contextLength === undefined) {
     throw new Error(`[bashkit] No context length found for model "${modelId}" in OpenRouter data. Provide maxTokens manually via overrides or use createCompactConfig() with a known model.`);

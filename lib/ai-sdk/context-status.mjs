@@ -2,6 +2,10 @@
 // `contextNeedsCompaction`) and `MODEL_CONTEXT_LIMITS`, the latter read from knap's model catalog.
 import { native } from "../native.mjs";
 import { estimateMessagesTokens } from "./messages.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
+
+/** bashkit 0.7.1's `ContextStatusConfig`. */
+export const CONTEXT_STATUS_CONFIG_KEYS = ["elevatedThreshold", "highThreshold", "criticalThreshold", "highGuidance", "criticalGuidance", "knownTokenCount"];
 
 const STATIC_LIMITS = {
   "claude-opus-4-5": 200_000,
@@ -32,6 +36,7 @@ const text = (g, status) => (typeof g === "function" ? g(status) : g);
 
 /** `{usedTokens, maxTokens, usagePercent, status, guidance?}` of a message list. */
 export function getContextStatus(messages, maxTokens, config = {}) {
+  refuseUnknownKeys("getContextStatus", config, CONTEXT_STATUS_CONFIG_KEYS);
   const { elevatedThreshold = 0.5, highThreshold = 0.7, criticalThreshold = 0.85 } = config;
   const usedTokens = config.knownTokenCount ?? estimateMessagesTokens(messages);
   const usagePercent = maxTokens > 0 ? usedTokens / maxTokens : 1;

@@ -2,6 +2,7 @@
 // (`beforeExecute`) or rewrite its result after (`afterExecute`), plus the two built-in layers
 // (the execution policy of plan mode and the output policy that cuts big results).
 import { native } from "../native.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
 
 /**
  * bashkit's middle truncation (knap-core's one truncation helper): unchanged when it fits, else
@@ -51,7 +52,10 @@ const PLAN_MODE_BLOCKED = ["Bash", "Write", "Edit", "Patch"];
  * `Patch` unless `planModeBlockedTools` says otherwise); `shouldBlock(name, params)` may refuse
  * any call with a reason.
  */
+export const EXECUTION_POLICY_KEYS = ["planModeBlockedTools", "shouldBlock"];
+
 export function createExecutionPolicy(planModeState, config = {}) {
+  refuseUnknownKeys("createExecutionPolicy", config, EXECUTION_POLICY_KEYS);
   const blocked = new Set(config.planModeBlockedTools ?? PLAN_MODE_BLOCKED);
   return {
     beforeExecute(toolName, params) {
@@ -86,6 +90,8 @@ let stashCounter = 0;
  * the sandbox and names the file in the hint.
  */
 export function createOutputPolicy(config = {}) {
+  refuseUnknownKeys("createOutputPolicy", config, ["maxOutputLength", "redirectionThreshold", "excludeTools", "truncate", "hints", "buildHint", "stashOutput"]);
+  refuseUnknownKeys("createOutputPolicy stashOutput", config?.stashOutput, ["sandbox", "dir", "tools", "pathFor"]);
   const maxLength = config.maxOutputLength ?? 30000;
   const threshold = config.redirectionThreshold ?? 20000;
   const exclude = new Set(config.excludeTools ?? []);

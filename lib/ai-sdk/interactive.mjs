@@ -2,7 +2,8 @@
 // execute), plan mode, TodoWrite and Skill.
 import * as D from "./descriptions.mjs";
 import { s, toolSchema } from "./schema.mjs";
-import { sdkOptions } from "./tools.mjs";
+import { SDK_TOOL_KEYS, sdkOptions } from "./tools.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
 
 const askUserSchema = s.object(
   {
@@ -40,6 +41,7 @@ const askUserSchema = s.object(
  * result in the next request.
  */
 export function createAskUserTool(config = {}) {
+  refuseUnknownKeys("createAskUserTool", config, SDK_TOOL_KEYS);
   return { description: D.ASK_USER, inputSchema: toolSchema(askUserSchema), ...sdkOptions(config) };
 }
 
@@ -132,6 +134,7 @@ const todoSchema = s.object(
 export function createTodoWriteTool(state = {}, configOrOnUpdate, maybeOnUpdate) {
   const onUpdate = typeof configOrOnUpdate === "function" ? configOrOnUpdate : maybeOnUpdate;
   const config = typeof configOrOnUpdate === "object" && configOrOnUpdate !== null ? configOrOnUpdate : {};
+  refuseUnknownKeys("createTodoWriteTool", config, SDK_TOOL_KEYS);
   return {
     description: D.TODO_WRITE,
     inputSchema: toolSchema(todoSchema),
@@ -155,7 +158,9 @@ export function createTodoWriteTool(state = {}, configOrOnUpdate, maybeOnUpdate)
 const skillSchema = s.object({ name: s.string("The name of the skill to activate (from available skills list)") }, ["name"]);
 
 /** `{ skills: Record<name, {name, path, allowedTools?}>, sandbox, onActivate? }`. */
-export function createSkillTool({ skills = {}, sandbox, onActivate } = {}) {
+export function createSkillTool(config = {}) {
+  refuseUnknownKeys("createSkillTool", config, ["skills", "sandbox", "onActivate"]);
+  const { skills = {}, sandbox, onActivate } = config;
   return {
     description: D.SKILL,
     inputSchema: toolSchema(skillSchema),

@@ -1,5 +1,6 @@
 // Conversation size: token estimates (4 characters a token, 4 tokens of framing a message) and
 // two ways of shrinking a history.
+import { refuseUnknownKeys } from "../config-keys.mjs";
 
 export function estimateTokens(text) {
   return Math.ceil(String(text).length / 4);
@@ -39,6 +40,7 @@ export function estimateMessagesTokens(messages) {
  * themselves are not modified.
  */
 export function pruneMessages(messages, options = {}) {
+  refuseUnknownKeys("pruneMessages", options, ["maxTokens", "protectRecentUserMessages"]);
   const { maxTokens = 100_000, protectRecentUserMessages = 3 } = options;
   const list = Array.from(messages ?? []);
   const sizes = list.map(estimateMessageTokens);
@@ -95,6 +97,7 @@ export function pruneMessages(messages, options = {}) {
  * saves more than `minSavingsThreshold`).
  */
 export function pruneMessagesByTokens(messages, config = {}) {
+  refuseUnknownKeys("pruneMessagesByTokens", config, ["targetTokens", "minSavingsThreshold", "protectLastNUserMessages"]);
   const { targetTokens = 40000, minSavingsThreshold = 20000, protectLastNUserMessages = 3 } = config;
   const total = estimateMessagesTokens(messages);
   if (total - targetTokens <= minSavingsThreshold) return messages;

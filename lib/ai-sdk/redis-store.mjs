@@ -1,6 +1,7 @@
 // A `CacheStore` on Redis, for `cache: createRedisCacheStore(client)` (the client package is an
 // optional peer: the application passes a connected client in).
 import { codedError } from "../native.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
 
 /**
  * `createRedisCacheStore(client, { prefix = "bashkit:" })`: a `CacheStore` on any Redis client
@@ -16,6 +17,7 @@ export function createRedisCacheStore(client, options = {}) {
       );
     }
   }
+  refuseUnknownKeys("createRedisCacheStore", options, ["prefix"]);
   const prefix = options.prefix ?? "bashkit:";
   const all = () => client.keys(`${prefix}*`);
   return {

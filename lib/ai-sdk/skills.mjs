@@ -4,6 +4,7 @@
 import os from "node:os";
 import path from "node:path";
 import { native, call } from "../native.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
 
 const DEFAULT_PATHS = [".skills/", "~/.bashkit/skills/"];
 
@@ -14,6 +15,7 @@ function resolvePath(p, cwd) {
 
 /** Skills of `paths` (default `.skills/`, then `~/.bashkit/skills/`); the first of a name wins. */
 export async function discoverSkills(options = {}) {
+  refuseUnknownKeys("discoverSkills", options, ["paths", "cwd"]);
   const cwd = options.cwd ?? process.cwd();
   const roots = (options.paths ?? DEFAULT_PATHS).map((p) => resolvePath(p, cwd));
   const { skills, warnings } = JSON.parse(await call(native.bashkitDiscoverSkills(roots)));
@@ -61,6 +63,7 @@ export async function loadSkillBundles(skills) {
  * branch), through the contents API. `options.fetch` replaces the global fetch.
  */
 export async function fetchSkill(ref, options = {}) {
+  refuseUnknownKeys("fetchSkill", options, ["fetch"]);
   const parts = String(ref).split("/");
   if (parts.length !== 3 || parts.some((p) => p === "")) throw new Error(`Invalid skill reference "${ref}": expected owner/repo/skillName`);
   const [owner, repo, name] = parts;
@@ -97,6 +100,7 @@ const quote = (p) => `"${p.replace(/(["\\$`])/g, "\\$1")}"`;
 
 /** Creates the workspace folders and seeds `.skills/<name>/` in a sandbox; returns skill metadata. */
 export async function setupAgentEnvironment(sandbox, config = {}) {
+  refuseUnknownKeys("setupAgentEnvironment", config, ["workspace", "skills"]);
   for (const dir of Object.values(config.workspace ?? {})) {
     await sandbox.exec(`mkdir -p ${quote(String(dir).replace(/\/+$/, ""))}`);
   }

@@ -6,8 +6,8 @@
 import { native, call, nativeToolsFor } from "./native.mjs";
 import { codedError } from "../native.mjs";
 import { refuseUnknownKeys } from "../config-keys.mjs";
-import { getContextStatus } from "./context-status.mjs";
-import { createAutoCompaction } from "./compaction.mjs";
+import { CONTEXT_STATUS_CONFIG_KEYS, getContextStatus } from "./context-status.mjs";
+import { COMPACTION_KEYS, createAutoCompaction } from "./compaction.mjs";
 
 const INSTRUCTION_KEYS = ["cwd", "filenames", "rootMarkers", "maxBytes", "globalPath"];
 const ENVIRONMENT_KEYS = ["git", "timezone", "custom"];
@@ -16,8 +16,6 @@ const GUIDANCE_KEYS = ["tools", "hints", "guidelines"];
 const SYSTEM_KEYS = ["instructions", "environment", "toolGuidance"];
 const PREPARE_STEP_KEYS = ["compaction", "contextStatus", "planModeState", "extend"];
 const CONTEXT_STATUS_KEYS = ["maxTokens", "config"];
-const CONTEXT_STATUS_CONFIG_KEYS = ["elevatedThreshold", "highThreshold", "criticalThreshold", "highGuidance", "criticalGuidance", "knownTokenCount"];
-const COMPACTION_KEYS = ["maxTokens", "compactionThreshold", "protectRecentMessages", "summarizerModel", "taskContext", "summaryInstructions"];
 
 /** The user message `createPrepareStep` adds while plan mode is active (bashkit's words). */
 export const PLAN_MODE_HINT =

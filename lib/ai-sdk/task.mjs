@@ -3,6 +3,7 @@
 import * as D from "./descriptions.mjs";
 import { s, toolSchema } from "./schema.mjs";
 import { loadAi } from "./ai.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
 
 const taskSchema = s.object(
   {
@@ -39,7 +40,11 @@ function pickTools(all, names, additional) {
  * @param config `{ model, tools, subagentTypes?, defaultStopWhen?, defaultOnStepFinish?, streamWriter?, budget? }`
  *   `subagentTypes[name]`: `{ model?, systemPrompt?, tools?: string[], additionalTools?, stopWhen?, prepareStep?, onStepFinish? }`.
  */
+const SUBAGENT_TYPE_KEYS = ["model", "systemPrompt", "tools", "additionalTools", "stopWhen", "prepareStep", "onStepFinish"];
+
 export function createTaskTool(config) {
+  refuseUnknownKeys("createTaskTool", config, ["model", "tools", "subagentTypes", "defaultStopWhen", "defaultOnStepFinish", "streamWriter", "budget"]);
+  for (const [name, type] of Object.entries(config?.subagentTypes ?? {})) refuseUnknownKeys(`createTaskTool subagentTypes.${name}`, type, SUBAGENT_TYPE_KEYS);
   const { model: defaultModel, tools: allTools = {}, subagentTypes = {}, defaultStopWhen, defaultOnStepFinish, streamWriter, budget } = config ?? {};
   return {
     description: D.TASK,

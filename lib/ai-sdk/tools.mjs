@@ -10,6 +10,11 @@ import { call, tokenFor, nativeToolsFor } from "./native.mjs";
 
 const errorMessage = (e) => (e instanceof Error ? e.message : typeof e === "string" ? e : "Unknown error");
 
+/** The AI SDK's tool options (bashkit's `SDKToolOptions`), passed through to the tool object. */
+export const SDK_TOOL_KEYS = ["strict", "needsApproval", "providerOptions"];
+/** bashkit's `ToolConfig` (with knap's `maxResults`); Bash also takes `onProgress`. */
+export const TOOL_CONFIG_KEYS = ["timeout", "maxFileSize", "maxOutputLength", "maxLineLength", "allowedPaths", "blockedCommands", "maxResults", ...SDK_TOOL_KEYS];
+
 /** SDK options a ToolConfig passes through to the tool object. */
 export function sdkOptions(config) {
   const out = {};

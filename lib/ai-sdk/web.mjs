@@ -8,7 +8,8 @@
 // Errors come back as `{error, status_code?, retryable?}` (retryable for 408, 429, 500, 502, 503).
 import * as D from "./descriptions.mjs";
 import { s, toolSchema } from "./schema.mjs";
-import { sdkOptions } from "./tools.mjs";
+import { SDK_TOOL_KEYS, sdkOptions } from "./tools.mjs";
+import { refuseUnknownKeys } from "../config-keys.mjs";
 import { loadAi } from "./ai.mjs";
 
 export const PARALLEL_BASE_URL = "https://api.parallel.ai";
@@ -83,6 +84,7 @@ const searchSchema = s.object(
  * @param config `{ apiKey?, provider?: "parallel", baseUrl?, search?, maxResults?, timeout? }`
  */
 export function createWebSearchTool(config = {}) {
+  refuseUnknownKeys("createWebSearchTool", config, ["apiKey", "provider", "baseUrl", "search", "maxResults", "timeout", ...SDK_TOOL_KEYS]);
   const baseUrl = (config.baseUrl ?? process.env.KNAP_PARALLEL_BASE_URL ?? PARALLEL_BASE_URL).replace(/\/+$/, "");
   const maxResults = config.maxResults ?? 10;
   return {
@@ -205,6 +207,7 @@ async function fetchParallel(url, config, baseUrl, signal) {
  * @param config `{ provider?: "direct" | "parallel", apiKey?, model?, baseUrl?, maxContentLength?, timeout? }`
  */
 export function createWebFetchTool(config = {}) {
+  refuseUnknownKeys("createWebFetchTool", config, ["provider", "apiKey", "model", "baseUrl", "maxContentLength", "timeout", ...SDK_TOOL_KEYS]);
   const provider = config.provider ?? "direct";
   const baseUrl = (config.baseUrl ?? process.env.KNAP_PARALLEL_BASE_URL ?? PARALLEL_BASE_URL).replace(/\/+$/, "");
   const maxContent = config.maxContentLength ?? DEFAULT_MAX_CONTENT_LENGTH;

@@ -65,12 +65,17 @@ export async function main(argv = process.argv.slice(2), io = { stdout: process.
     ...(options.model !== undefined ? { model: options.model } : {}),
   });
   if (!runtime) {
-    // Load the provider transport while the user types the first prompt, not after.
-    setTimeout(() => import("../pi-ai.mjs").then((m) => m.loadPiAi()).catch(() => {}), 50).unref();
+    // Load the run engine and the provider transport while the user types the first prompt, not
+    // before it (startup) nor after it (the first turn).
+    setTimeout(() => {
+      import("../run.mjs").catch(() => {});
+      import("../pi-ai.mjs").then((m) => m.loadPiAi()).catch(() => {});
+    }, 50).unref();
   }
   try {
     const baseURL = process.env.KNAP_PROVIDER_BASE_URL;
-    const runOverrides = baseURL ? { models: (runtime?.codingModelsAtProviderBaseURL ?? sdk.codingModelsAtProviderBaseURL)(agent.modelID, baseURL) } : undefined;
+    const atBaseURL = baseURL ? (runtime?.codingModelsAtProviderBaseURL ?? (await import("./provider-base-url.mjs")).codingModelsAtProviderBaseURL) : undefined;
+    const runOverrides = baseURL ? { models: atBaseURL(agent.modelID, baseURL) } : undefined;
     return await sdk.runCodingSession({
       agent,
       ...(options.cave !== undefined ? { cave: options.cave } : {}),
@@ -88,8 +93,9 @@ export async function main(argv = process.argv.slice(2), io = { stdout: process.
 }
 
 async function loadSessionModules() {
-  const [agent, repl, baseURL] = await Promise.all([import("./agent.mjs"), import("./repl.mjs"), import("./provider-base-url.mjs")]);
-  return { createCodingAgent: agent.createCodingAgent, runCodingSession: repl.runCodingSession, codingModelsAtProviderBaseURL: baseURL.codingModelsAtProviderBaseURL };
+  // The model catalog for KNAP_PROVIDER_BASE_URL (provider-base-url.mjs) is loaded only when set.
+  const [agent, repl] = await Promise.all([import("./agent.mjs"), import("./repl.mjs")]);
+  return { createCodingAgent: agent.createCodingAgent, runCodingSession: repl.runCodingSession };
 }
 
 /** The command talks to a provider through the optional peer pi-ai: say so before starting. */

@@ -1,7 +1,7 @@
 // runCodingSession(): the interactive prompt loop over a coding session — header, prompt, one
 // turn per line with its bill, the slash commands, and the session bill at the end.
 import readline from "node:readline";
-import { rejectInternalRunOptions } from "../run.mjs";
+import { rejectInternalRunOptions } from "../internal-run-options.mjs";
 import { createCodingAgent } from "./agent.mjs";
 import { startCodingSession, observeCodingTurn } from "./session.mjs";
 import { formatTurnBill, formatSessionBill, sessionBill } from "./bill.mjs";

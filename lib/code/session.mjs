@@ -2,11 +2,17 @@
 // conversation, its turns and their bills. There is no Caveman gateway in knap, so every session
 // runs observe-only (straight to the provider) and says so with OBSERVE_ONLY_BANNER.
 import { codedError } from "../native.mjs";
-import { run, stream, rejectInternalRunOptions, CavemanRunError } from "../run.mjs";
+import { rejectInternalRunOptions } from "../internal-run-options.mjs";
 import { createConversation } from "../conversation.mjs";
 import { AgentRunController } from "../run-controller.mjs";
 import { CODING_RUN_BREAKERS, OBSERVE_ONLY_BANNER } from "./agent.mjs";
 import { turnBill } from "./bill.mjs";
+
+// The run engine (run.mjs and the transport, durable, memory, sandbox and receipt modules under it)
+// is loaded at the first turn, not before the first prompt; the CLI prefetches it while the user
+// types (lib/code/cli.mjs).
+let runModule;
+const loadRun = () => (runModule ??= import("../run.mjs"));
 
 const DEFAULT_GATEWAY_URL = "http://127.0.0.1:8787";
 const UNAVAILABLE_LINE =
@@ -93,7 +99,9 @@ function record(session, input, result) {
 
 /** `runCodingTurn(session, input, overrides = {})`: one run on the session's conversation. */
 export async function runCodingTurn(session, input, overrides = {}) {
-  const result = await run(session.agent.definition, input, turnRunOptions(session, overrides ?? {}));
+  const runOptions = turnRunOptions(session, overrides ?? {});
+  const { run } = await loadRun();
+  const result = await run(session.agent.definition, input, runOptions);
   return record(session, input, result);
 }
 
@@ -104,6 +112,7 @@ export async function runCodingTurn(session, input, overrides = {}) {
 export async function observeCodingTurn(session, input, overrides, onEvent, signal) {
   const runOptions = turnRunOptions(session, overrides ?? {});
   if (signal) runOptions.signal = runOptions.signal ? AbortSignal.any([runOptions.signal, signal]) : signal;
+  const { stream, CavemanRunError } = await loadRun();
   let result;
   for await (const event of stream(session.agent.definition, input, runOptions)) {
     onEvent(event);
@@ -176,6 +185,7 @@ export async function* streamCodingTurn(session, input, options = {}) {
   }
   try {
     yield event("turn.start", { turn: session.turns.length + 1 });
+    const { stream } = await loadRun();
     let iterator;
     try {
       iterator = stream(session.agent.definition, input, runOptions);

@@ -17,8 +17,7 @@
 //!
 //! Results are sorted newest first by modification time (ties by path).
 
-use std::ffi::{CString, OsStr};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::CString;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -28,7 +27,7 @@ use globset::{GlobBuilder, GlobMatcher};
 
 use crate::limits::WALK_SPREAD_AFTER_ENTRIES;
 use crate::walk::{self, At, Everything};
-use crate::workspace::{Dir, Root};
+use crate::workspace::{name_bytes, name_text, Dir, Root};
 
 pub struct GlobRequest<'a> {
   /// The workspace: the walk starts beneath it.
@@ -130,14 +129,16 @@ pub fn glob(req: &GlobRequest<'_>) -> Result<Vec<GlobMatch>, GlobError> {
   let mut prefix = String::new();
   for comp in compiled.literal_prefix.components() {
     let Component::Normal(name) = comp else { continue };
-    let Ok(c) = CString::new(name.as_bytes()) else {
+    // The pattern is text: a directory named with escaped bytes is opened by those bytes.
+    let text = name.to_str().unwrap_or_default();
+    let Ok(c) = CString::new(name_bytes(text).into_owned()) else {
       return Ok(Vec::new());
     };
     match dir.open_dir(&c) {
       Ok(d) => dir = d,
       Err(_) => return Ok(Vec::new()),
     }
-    prefix.push_str(&name.to_string_lossy());
+    prefix.push_str(text);
     prefix.push('/');
   }
   let visitor = Matches {
@@ -177,16 +178,17 @@ impl walk::Visitor for Matches<'_> {
   }
 
   fn file(&self, kept: &mut Vec<GlobMatch>, dir: &Dir, at: &At, name: &[u8]) -> bool {
+    // Matched and printed as tools show names, so what is printed can be given back to a tool.
+    let shown = name_text(name);
     let full_rel = || {
-      let lossy = String::from_utf8_lossy(name);
-      let mut rel = String::with_capacity(self.prefix.len() + at.rel.len() + lossy.len());
+      let mut rel = String::with_capacity(self.prefix.len() + at.rel.len() + shown.len());
       rel.push_str(self.prefix);
       rel.push_str(&at.rel);
-      rel.push_str(&lossy);
+      rel.push_str(&shown);
       rel
     };
     let (matched, rel) = if self.compiled.basename_only {
-      (self.compiled.matcher.is_match(OsStr::from_bytes(name)), None)
+      (self.compiled.matcher.is_match(&*shown), None)
     } else {
       let r = full_rel();
       (self.compiled.matcher.is_match(&r), Some(r))
@@ -317,6 +319,24 @@ mod tests {
     .unwrap();
     assert_eq!(out[0].rel, "f1.txt");
     assert_eq!(out.last().unwrap().rel, "f0.txt");
+  }
+
+  #[test]
+  fn names_that_are_not_utf8_are_matched_and_printed_as_tools_show_them() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join(std::ffi::OsStr::from_bytes(b"d\xe9"));
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt")), "x").unwrap();
+    let shown = "d\u{EFE9}/caf\u{EFE9}.txt";
+    assert_eq!(run(d.path(), "*.txt"), vec![shown]);
+    assert_eq!(run(d.path(), "**/*.txt"), vec![shown]);
+    // The shown text is what a pattern matches, literal leading directory included.
+    assert_eq!(run(d.path(), "caf\u{EFE9}.*"), vec![shown]);
+    assert_eq!(run(d.path(), "d\u{EFE9}/*.txt"), vec![shown]);
+    assert!(run(d.path(), "caf\u{FFFD}.*").is_empty());
+    let r = crate::workspace::Workspace::new(d.path()).resolve(shown).unwrap();
+    assert_eq!(std::fs::read_to_string(&r.abs).unwrap(), "x");
   }
 
   #[test]

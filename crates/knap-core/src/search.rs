@@ -46,7 +46,7 @@ use crate::limits::WALK_SPREAD_AFTER_ENTRIES;
 use crate::rg_rules::{RgRules, RuleError};
 use crate::truncate::cut_line;
 use crate::walk::{self, At};
-use crate::workspace::{Dir, Opened, Root, Scope};
+use crate::workspace::{name_text, path_text, Dir, Opened, Root, Scope};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Printer {
@@ -168,21 +168,6 @@ pub fn stop_on(
     }
     stop.store(true, Ordering::Relaxed);
   })
-}
-
-/// rg prints a path as the scope it was given joined with the path below it (`./a.txt`); a
-/// single file is printed as given.
-pub fn display_path(display: &str, scope: &Path, path: &Path) -> String {
-  match path.strip_prefix(scope) {
-    Ok(rel) if !rel.as_os_str().is_empty() => {
-      if display.ends_with('/') {
-        format!("{display}{}", rel.to_string_lossy())
-      } else {
-        format!("{display}/{}", rel.to_string_lossy())
-      }
-    }
-    _ => display.to_string(),
-  }
 }
 
 fn line_text(bytes: &[u8], max: usize) -> String {
@@ -505,10 +490,10 @@ impl walk::Visitor for Visitor<'_> {
   }
 
   fn file(&self, local: &mut Local, dir: &Dir, at: &At, name: &[u8]) -> bool {
-    let lossy = String::from_utf8_lossy(name);
+    let shown = name_text(name);
     let display = &self.req.display;
     let sep = if display.ends_with('/') { "" } else { "/" };
-    let file: Arc<str> = Arc::from(format!("{display}{sep}{}{lossy}", at.rel));
+    let file: Arc<str> = Arc::from(format!("{display}{sep}{}{shown}", at.rel));
     let Ok(c) = CString::new(name) else { return true };
     match dir.open_file(&c) {
       Ok(Some(opened)) => self.search_file(local, file, opened),
@@ -524,7 +509,7 @@ impl walk::Visitor for Visitor<'_> {
 
   fn dir_error(&self, _: &mut Local, at: &At, err: std::io::Error) -> bool {
     // rg's walker (walkdir) words a directory it cannot read this way.
-    let p = at.abs.display();
+    let p = path_text(&at.abs);
     self.error(|| format!("grep: {p}: IO error for operation on {p}: {err}"));
     true
   }
@@ -661,7 +646,7 @@ fn search_within(
     Err(err) if matches!(err.raw_os_error(), Some(libc::ELOOP) | Some(libc::EXDEV)) => {}
     // Missing, not a directory, unreadable: as rg's walker words it.
     Err(err) => {
-      let p = req.scope.display();
+      let p = path_text(&req.scope);
       visitor.error(|| format!("grep: {p}: IO error for operation on {p}: {err}"));
     }
   }
@@ -765,6 +750,28 @@ mod tests {
       go(&req(d.path(), "alpha", Printer::Files)),
       SearchOutput::Files(vec!["./a.txt".into(), "./src/b.rs".into()])
     );
+  }
+
+  #[test]
+  fn names_that_are_not_utf8_are_printed_so_a_tool_path_reaches_them() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = tempfile::tempdir().unwrap();
+    // Latin-1 directory "dé" holding Latin-1 "café.txt".
+    let dir = d.path().join(std::ffi::OsStr::from_bytes(b"d\xe9"));
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt")), "needle\n").unwrap();
+    let SearchOutput::Files(files) = go(&req(d.path(), "needle", Printer::Files)) else {
+      panic!()
+    };
+    assert_eq!(files, vec!["./d\u{EFE9}/caf\u{EFE9}.txt".to_string()]);
+    let ws = crate::workspace::Workspace::new(d.path());
+    let r = ws.resolve(&files[0]).unwrap();
+    assert_eq!(std::fs::read_to_string(&r.abs).unwrap(), "needle\n");
+    // The scope given by that name is printed as given, its files below it the same way.
+    let mut r = req(d.path(), "needle", Printer::Counts);
+    r.scope = dir.clone();
+    r.display = "d\u{EFE9}".into();
+    assert_eq!(go(&r), SearchOutput::Counts(vec![("d\u{EFE9}/caf\u{EFE9}.txt".into(), 1)]));
   }
 
   #[test]

@@ -26,7 +26,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use crate::workspace::Dir;
 
 /// Where a directory is: its absolute path (what rg matches ignore rules against and prints in
-/// errors) and its path relative to the walk's start, `/`-terminated (empty for the start).
+/// errors) and its path relative to the walk's start as tools show it
+/// ([`crate::workspace::name_text`]), `/`-terminated (empty for the start).
 #[derive(Clone, Debug)]
 pub struct At {
   pub abs: PathBuf,
@@ -35,10 +36,10 @@ pub struct At {
 
 impl At {
   fn child(&self, name: &[u8]) -> At {
-    let lossy = String::from_utf8_lossy(name);
-    let mut rel = String::with_capacity(self.rel.len() + lossy.len() + 1);
+    let shown = crate::workspace::name_text(name);
+    let mut rel = String::with_capacity(self.rel.len() + shown.len() + 1);
     rel.push_str(&self.rel);
-    rel.push_str(&lossy);
+    rel.push_str(&shown);
     rel.push('/');
     At {
       abs: self.abs.join(std::ffi::OsStr::from_bytes(name)),

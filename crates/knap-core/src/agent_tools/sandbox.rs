@@ -95,7 +95,7 @@ pub trait Sandbox: Send + Sync {
       return local
         .resolve(p)
         .ok()
-        .map(|r| r.abs.to_string_lossy().into_owned());
+        .map(|r| crate::workspace::path_text(&r.abs).into_owned());
     }
     let joined = match self.working_directory() {
       Some(root) => std::path::Path::new(&root).join(p),
@@ -211,7 +211,7 @@ impl Sandbox for Arc<LocalSandbox> {
     LocalSandbox::workspace(self)
       .root()
       .ok()
-      .map(|r| r.path.to_string_lossy().into_owned())
+      .map(|r| crate::workspace::path_text(&r.path).into_owned())
   }
 
   fn local(&self) -> Option<Arc<LocalSandbox>> {

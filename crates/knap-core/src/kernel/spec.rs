@@ -423,6 +423,8 @@ const NUMERIC_OPTIONS: &[(&str, &str, &str, &str)] = &[
   ("maxToolCalls", "cave_max_tool_calls_invalid", "a positive integer", "maxToolCalls: 40"),
   ("deadlineMs", "cave_run_deadline_invalid", "a positive integer of milliseconds", "deadlineMs: 5000 (five seconds)"),
   ("maxSubagentDepth", "cave_subagent_depth_limit_invalid", "a positive integer", "maxSubagentDepth: 2"),
+  ("maxSubagentInvocations", "cave_subagent_invocation_limit_invalid", "an integer from 1 to 65536", "maxSubagentInvocations: 100"),
+  ("maxConcurrentSubagents", "cave_subagent_concurrency_limit_invalid", "an integer from 1 to 1024", "maxConcurrentSubagents: 4"),
   ("maxCostUsd", "cave_agent_definition_invalid", "a positive number of US dollars", "maxCostUsd: 0.5"),
   ("budget.maxUsd", "cave_budget_max_invalid", "a positive number of US dollars", "budget: { maxUsd: 1 }"),
   ("budget.maxTokens", "cave_budget_max_invalid", "a positive integer", "budget: { maxTokens: 100000 }"),
@@ -436,7 +438,11 @@ const NUMERIC_OPTIONS: &[(&str, &str, &str, &str)] = &[
 ];
 
 /// JS's name for a JSON value's type, and the value itself, as an error shows what was received.
+/// JSON has no NaN or Infinity: lib/run.mjs sends a non-finite number as `{"$number": "NaN"}`.
 pub fn describe_received(v: &Value) -> String {
+  if let Some(n) = v.as_object().filter(|m| m.len() == 1).and_then(|m| m.get("$number")?.as_str()) {
+    return format!("number {n}");
+  }
   let shown = {
     let s = v.to_string();
     if s.chars().count() > 60 {
@@ -487,6 +493,17 @@ pub fn explain_option_types(options: &Value) -> Option<OptionError> {
 mod option_type_tests {
   use super::*;
   use serde_json::json;
+
+  #[test]
+  fn a_non_finite_number_is_refused_as_the_number_it_was() {
+    let e = explain_option_types(&json!({"maxModelCalls": {"$number": "NaN"}})).expect("refused");
+    assert_eq!(e.code.as_str(), "cave_max_model_calls_invalid");
+    assert!(e.message.starts_with("cave_max_model_calls_invalid: maxModelCalls must be a positive integer, received number NaN\n"), "{}", e.message);
+    let e = explain_option_types(&json!({"maxCostUsd": {"$number": "Infinity"}})).expect("refused");
+    assert!(e.message.starts_with("caveman agent: run maxCostUsd must be positive\nhint: maxCostUsd takes a positive number of US dollars, received number Infinity"), "{}", e.message);
+    let e = explain_option_types(&json!({"maxConcurrentSubagents": "2"})).expect("refused");
+    assert_eq!(e.code.as_str(), "cave_subagent_concurrency_limit_invalid");
+  }
 
   #[test]
   fn a_string_deadline_names_the_field_the_type_and_the_fix() {

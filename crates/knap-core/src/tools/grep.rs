@@ -44,11 +44,13 @@ pub(super) async fn run(
   let (scope, display) = match path {
     None => (root.path.clone(), ".".to_string()),
     Some(p) => {
-      let r = tools.workspace().resolve(p)?;
+      // A deep path is walked on the blocking pool, not on the thread polling this call (a
+      // run's tool calls are first polled on the JS thread).
+      let r = tools.workspace().resolve_async(p).await?;
       let display = if r.rel.as_os_str().is_empty() {
         ".".to_string()
       } else {
-        r.rel.to_string_lossy().into_owned()
+        crate::workspace::path_text(&r.rel).into_owned()
       };
       (r.abs, display)
     }

@@ -795,6 +795,47 @@ fn a_small_grep_is_searched_inline_and_a_large_one_on_the_pool_with_the_same_out
   assert!(pooled("needle").ends_with("needle big\n./src/b.rs:1:fn needle() {}\n"));
 }
 
+/// A deep `path` is resolved on the blocking pool, as the other tools resolve theirs: the call's
+/// first poll (on the JS thread inside a run) does not walk it. With the only blocking thread
+/// held busy, the first poll must come back pending; once the pool is free the search finishes.
+#[test]
+fn grep_resolves_a_deep_path_off_the_polling_thread() {
+  use futures::FutureExt;
+  let ws = workspace();
+  let deep = vec!["d"; 100].join("/");
+  ws.write(&format!("{deep}/f.txt"), "needle\n");
+  // A short name that expands to the deep path (the symlink's target counts as steps too).
+  std::os::unix::fs::symlink(&deep, ws.path("short")).unwrap();
+  let rt = tokio::runtime::Builder::new_current_thread()
+    .max_blocking_threads(1)
+    .enable_all()
+    .build()
+    .unwrap();
+  for path in [deep.clone(), "short".to_string()] {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (started, running) = std::sync::mpsc::channel::<()>();
+    let blocker = rt.spawn_blocking(move || {
+      started.send(()).unwrap();
+      held.recv().ok();
+    });
+    running.recv().unwrap();
+    let input = json!({"pattern": "needle", "path": path});
+    let mut call = Box::pin(ws.tools.execute("grep", &input, CancellationToken::new()));
+    {
+      let _runtime = rt.enter();
+      assert!(
+        (&mut call).now_or_never().is_none(),
+        "{path}: resolved on the polling thread"
+      );
+    }
+    release.send(()).unwrap();
+    rt.block_on(blocker).unwrap();
+    let out = rt.block_on(call).unwrap();
+    // Printed as the resolved path (the symlink followed), as before.
+    assert_eq!(out.text, format!("{deep}/f.txt:1:needle\n"));
+  }
+}
+
 #[tokio::test]
 async fn grep_limits_to_200_matches() {
   let ws = workspace();

@@ -46,6 +46,17 @@ test("HttpDurableStore (root and knap/durable) and ObjectDurableStore (knap/dura
   assert.throws(() => new sub.ObjectDurableStore({}), { code: "cave_durable_object_storage_invalid" });
 });
 
+test("dist/cli.js is the caveman-agent command when run, and runs nothing when imported", async () => {
+  const { execFileSync } = await import("node:child_process");
+  const root = new URL("..", import.meta.url).pathname;
+  const viaDist = execFileSync(process.execPath, [root + "dist/cli.js", "--help"], { encoding: "utf8" });
+  const viaBin = execFileSync(process.execPath, [root + "bin/caveman-agent.mjs", "--help"], { encoding: "utf8" });
+  assert.match(viaDist, /^Usage: caveman-agent serve/);
+  assert.equal(viaDist, viaBin);
+  const mod = await import("../dist/cli.js");
+  assert.equal(typeof mod.runAgentCli, "function");
+});
+
 test("subpaths and dist/ shims resolve against knap", async () => {
   for (const sub of ["run-receipt", "input", "catalog", "model-usage", "model-boundary", "build", "compiler", "profile", "claude", "connect", "cache-engine", "adapters", "wire"]) {
     const m = await import(`knap/${sub}`);

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cap::Recovery;
 use crate::command_session::CommandSessionRuntime;
 use crate::error::ToolError;
-use crate::exec::{ExecutionBackend, LocalBackend};
+use crate::exec::{blocking, ExecutionBackend, LocalBackend};
 use crate::limits::*;
 use crate::store::OutputStore;
 use crate::text;
@@ -382,14 +382,6 @@ fn bash_session_schema() -> Value {
   ]})
 }
 
-/// Runs blocking file work off the async workers.
-async fn blocking<T: Send + 'static>(
-  f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
-) -> Result<T, ToolError> {
-  tokio::task::spawn_blocking(f)
-    .await
-    .unwrap_or_else(|e| Err(ToolError::new("cave_internal", e.to_string())))
-}
 
 #[cfg(test)]
 mod remote_tests;

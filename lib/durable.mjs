@@ -17,19 +17,21 @@ const DEFAULT_LEASE_TTL_MS = 30_000;
 const MIN_LEASE_TTL_MS = 3_000;
 const APPEND_RETRIES = 12;
 
+let nativeOf;
 
-/** The embedded default: `<root>/<runId>-<sha256(runId)[..10]>/journal.jsonl`, fsynced appends. */
-export class DiskDurableStore {
+/**
+ * What the stores run by knap-core share (disk: `NativeDiskStore`; HTTP and object storage:
+ * `NativeLeasedStore`): the store operations, and an `acquire` that resolves to a release
+ * function for that lock only.
+ */
+class NativeDurableStore {
   #native;
-  constructor(root) {
-    if (typeof root !== "string" || root === "") throw codedError("cave_durable_store_root_required", "DiskDurableStore needs a root directory");
-    this.#native = new native.NativeDiskStore(path.resolve(root));
-  }
-  get root() {
-    return this.#native.root;
-  }
-  runDir(runId) {
-    return this.#native.runDir(runId);
+  constructor(makeNative) {
+    try {
+      this.#native = makeNative();
+    } catch (error) {
+      rethrowNative(error);
+    }
   }
   load(runId) {
     return call(this.#native.load(runId));
@@ -38,12 +40,13 @@ export class DiskDurableStore {
     return call(this.#native.append(runId, data));
   }
   async acquire(runId) {
-    await call(this.#native.acquire(runId));
+    const id = await call(this.#native.acquire(runId));
     let released = false;
+    // Once; a lease store gives back this lease only (kept past a later acquire, a no-op).
     return async () => {
       if (released) return;
       released = true;
-      await call(this.#native.release(runId));
+      await call(this.#native.release(runId, id));
     };
   }
   close(runId) {
@@ -52,9 +55,26 @@ export class DiskDurableStore {
   list() {
     return call(this.#native.list());
   }
+  static {
+    nativeOf = (store) => store.#native;
+  }
+}
+
+/** The embedded default: `<root>/<runId>-<sha256(runId)[..10]>/journal.jsonl`, fsynced appends. */
+export class DiskDurableStore extends NativeDurableStore {
+  constructor(root) {
+    if (typeof root !== "string" || root === "") throw codedError("cave_durable_store_root_required", "DiskDurableStore needs a root directory");
+    super(() => new native.NativeDiskStore(path.resolve(root)));
+  }
+  get root() {
+    return nativeOf(this).root;
+  }
+  runDir(runId) {
+    return nativeOf(this).runDir(runId);
+  }
   /** Manual override for a lock whose owner cannot be proven dead (see docs/durable.md). */
   breakLock(runId) {
-    return call(this.#native.breakLock(runId));
+    return call(nativeOf(this).breakLock(runId));
   }
 }
 
@@ -256,8 +276,7 @@ const numberOption = (v) => (v === undefined ? undefined : typeof v === "number"
  * kept by a server speaking the reference's wire contract (docs/durable.md). `https:` unless
  * the host is localhost or 127.0.0.1; leases of `lockTtlMs` (30 s) renewed every third of it.
  */
-export class HttpDurableStore {
-  #native;
+export class HttpDurableStore extends NativeDurableStore {
   constructor(options) {
     const o = options ?? {};
     if (typeof o !== "object") throw codedError("cave_durable_http_url_invalid", "cave_durable_http_url_invalid: HttpDurableStore(options) needs an options object");
@@ -293,33 +312,7 @@ export class HttpDurableStore {
     };
     const url = o.url instanceof URL ? o.url.href : typeof o.url === "string" ? o.url : undefined;
     const token = typeof o.token === "string" ? o.token : undefined;
-    try {
-      this.#native = new native.NativeHttpStore({ url, token, lockTtlMs: numberOption(o.lockTtlMs), requestTimeoutMs: numberOption(o.requestTimeoutMs) }, request, abort);
-    } catch (error) {
-      rethrowNative(error);
-    }
-  }
-  load(runId) {
-    return call(this.#native.load(runId));
-  }
-  append(runId, data) {
-    return call(this.#native.append(runId, data));
-  }
-  async acquire(runId) {
-    const id = await call(this.#native.acquire(runId));
-    let released = false;
-    // Gives back this lease only: a release function kept past a later acquire is a no-op.
-    return async () => {
-      if (released) return;
-      released = true;
-      await call(this.#native.release(runId, id));
-    };
-  }
-  close(runId) {
-    return call(this.#native.close(runId));
-  }
-  list() {
-    return call(this.#native.list());
+    super(() => native.NativeLeasedStore.http({ url, token, lockTtlMs: numberOption(o.lockTtlMs), requestTimeoutMs: numberOption(o.requestTimeoutMs) }, request, abort));
   }
 }
 
@@ -332,8 +325,7 @@ const OBJECT_STORE_OPTIONS = ["storage", "prefix", "conditionalPut", "leaseTtlMs
  * Locking needs conditional puts, declared by `conditionalPut: true` on the options or on the
  * adapter.
  */
-export class ObjectDurableStore {
-  #native;
+export class ObjectDurableStore extends NativeDurableStore {
   constructor(options) {
     const o = options ?? {};
     if (typeof o !== "object") throw codedError("cave_durable_object_storage_invalid", "cave_durable_object_storage_invalid: ObjectDurableStore(options) needs { storage }");
@@ -376,35 +368,10 @@ export class ObjectDurableStore {
       }
     };
     const conditionalPut = o.conditionalPut === true || (o.conditionalPut === undefined && storage.conditionalPut === true);
-    try {
-      this.#native = new native.NativeObjectStore({ prefix: o.prefix, conditionalPut, leaseTtlMs: numberOption(o.leaseTtlMs) }, get, put, list);
-    } catch (error) {
-      rethrowNative(error);
-    }
+    super(() => native.NativeLeasedStore.object({ prefix: o.prefix, conditionalPut, leaseTtlMs: numberOption(o.leaseTtlMs) }, get, put, list));
   }
   get prefix() {
-    return this.#native.prefix;
-  }
-  load(runId) {
-    return call(this.#native.load(runId));
-  }
-  append(runId, data) {
-    return call(this.#native.append(runId, data));
-  }
-  async acquire(runId) {
-    const id = await call(this.#native.acquire(runId));
-    let released = false;
-    return async () => {
-      if (released) return;
-      released = true;
-      await call(this.#native.release(runId, id));
-    };
-  }
-  close(runId) {
-    return call(this.#native.close(runId));
-  }
-  list() {
-    return call(this.#native.list());
+    return nativeOf(this).prefix;
   }
 }
 

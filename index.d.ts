@@ -770,6 +770,13 @@ export declare function checkProgramSource(code?: string | undefined | null): st
  */
 export declare function checkRunOptions(optionsJson: string): BindingRunOutcome | null
 
+/**
+ * Refuses a local workspace that names a file (`cave_workspace_not_directory`) for
+ * `shellTools()` or, with `sandbox`, `createLocalSandbox()`. One `stat` on the calling thread,
+ * where the caller is about to build the tool set anyway.
+ */
+export declare function checkWorkspaceDirectory(dir: string, sandbox: boolean): void
+
 /** The limits the JS layer of `knap/code` needs, from `knap_core::limits` (one place). */
 export declare function codingLimits(): BindingCodingLimits
 

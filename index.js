@@ -881,6 +881,7 @@ module.exports.catalogProviders = nativeBinding.catalogProviders
 module.exports.catalogSource = nativeBinding.catalogSource
 module.exports.checkProgramSource = nativeBinding.checkProgramSource
 module.exports.checkRunOptions = nativeBinding.checkRunOptions
+module.exports.checkWorkspaceDirectory = nativeBinding.checkWorkspaceDirectory
 module.exports.codingLimits = nativeBinding.codingLimits
 module.exports.compactionInstruction = nativeBinding.compactionInstruction
 module.exports.compactionLatestSummary = nativeBinding.compactionLatestSummary

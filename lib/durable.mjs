@@ -5,6 +5,7 @@ import path from "node:path";
 import { randomUUID } from "node:crypto";
 import { native, codedError, call, rethrowNative } from "./native.mjs";
 import { refuseUnknownKeys } from "./config-keys.mjs";
+import { readCapped } from "./http-body.mjs";
 import { durableRunSummary, durableInputIsReplayable } from "./durable-summary.mjs";
 
 export { durableRunSummary, durableInputIsReplayable };
@@ -245,29 +246,6 @@ const adapterFailure = (error) => ({
 
 const bytes = (data) => new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 
-/** Up to `max` bytes of a fetch Response's body, and whether there was more. */
-async function readUpTo(response, max) {
-  const body = response.body;
-  if (!body || typeof body.getReader !== "function") {
-    const all = Buffer.from(typeof response.arrayBuffer === "function" ? await response.arrayBuffer() : new ArrayBuffer(0));
-    return { body: all.subarray(0, max), truncated: all.length > max };
-  }
-  const reader = body.getReader();
-  const chunks = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    chunks.push(value);
-    if (total > max) {
-      await reader.cancel().catch(() => {});
-      return { body: Buffer.concat(chunks, total).subarray(0, max), truncated: true };
-    }
-  }
-  return { body: Buffer.concat(chunks, total), truncated: false };
-}
-
 const HTTP_STORE_OPTIONS = ["url", "token", "fetchFn", "lockTtlMs", "requestTimeoutMs"];
 const numberOption = (v) => (v === undefined ? undefined : typeof v === "number" ? v : Number.NaN);
 
@@ -295,8 +273,8 @@ export class HttpDurableStore extends NativeDurableStore {
           await response.body?.cancel?.().catch(() => {});
           return { ok: true, status: response.status };
         }
-        const read = await readUpTo(response, maxBytes);
-        return { ok: true, status: response.status, body: read.body, truncated: read.truncated };
+        const read = await readCapped(response, maxBytes);
+        return { ok: true, status: response.status, body: read.bytes, truncated: read.truncated };
       } catch (error) {
         return adapterFailure(error);
       } finally {

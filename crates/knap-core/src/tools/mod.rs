@@ -119,6 +119,28 @@ impl ShellToolsConfig {
   }
 }
 
+/// Who names a local workspace (the refusal's text names it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkspaceOwner {
+  /// `shellTools({ workspace })`.
+  ShellTools,
+  /// `createLocalSandbox({ workingDirectory })`.
+  LocalSandbox,
+}
+
+/// A local workspace that exists but is not a directory can never work: refused at once
+/// (`cave_workspace_not_directory`). A missing one passes: `shellTools` fails at first use, as
+/// the reference canonicalizes lazily, and the local sandbox creates it.
+pub fn check_workspace_dir(dir: &str, owner: WorkspaceOwner) -> Result<(), ToolError> {
+  match std::fs::metadata(dir) {
+    Ok(m) if !m.is_dir() => Err(ToolError::new(
+      "cave_workspace_not_directory",
+      text::workspace_not_directory(dir, owner),
+    )),
+    _ => Ok(()),
+  }
+}
+
 /// A tool's public description (the plain tool object's fields, minus `execute`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolSpec {

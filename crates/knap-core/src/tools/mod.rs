@@ -236,6 +236,16 @@ impl ShellTools {
     self.caps[tool as usize]
   }
 
+  /// A one-line result of `tool`, cut to its output cap.
+  fn short_output(&self, tool: ShellToolName, line: &str) -> ToolOutput {
+    ToolOutput { text: crate::cap::cap_output(line, self.cap(tool)), label: None }
+  }
+
+  /// The absolute path a non-local backend is given for `path` (lexical: the backend resolves).
+  fn remote_path(&self, path: &str) -> Result<String, ToolError> {
+    Ok(self.workspace.resolve_lexical(path)?.to_string_lossy().into_owned())
+  }
+
   pub fn workspace(&self) -> &Workspace {
     &self.workspace
   }

@@ -93,11 +93,14 @@ export declare class NativeExecutionBackend {
   close(): void
 }
 
-/** `HttpDurableStore`'s engine. */
-export declare class NativeHttpStore {
+/** `HttpDurableStore`'s and `ObjectDurableStore`'s engine. */
+export declare class NativeLeasedStore {
   /** Throws the option codes (`cave_durable_http_insecure`, `_token_required`, …). */
-  constructor(options: BindingHttpStoreOptions, request: JsHttpRequestFn, abort: JsHttpAbortFn)
-  get lockTtlMs(): number
+  static http(options: BindingHttpStoreOptions, request: JsHttpRequestFn, abort: JsHttpAbortFn): NativeLeasedStore
+  /** Throws `cave_durable_object_lease_ttl_invalid` / `_prefix_invalid`. */
+  static object(options: BindingObjectStoreOptions, get: JsObjectFn, put: JsObjectFn, list: JsObjectFn): NativeLeasedStore
+  /** The object store's key prefix (none for the HTTP store). */
+  get prefix(): string | null
   load(runId: string): Promise<Array<string>>
   append(runId: string, data: string): Promise<void>
   /** Takes the lease; resolves to its id, for `release`. */
@@ -120,19 +123,6 @@ export declare class NativeMemoryStore {
   read(tenant: string, agentId: string, namespace: string): Promise<string>
   /** Replaces the scope's state with a mutator's result (`update(scope, mutate)`). */
   replace(tenant: string, agentId: string, namespace: string, stateJson: string): Promise<void>
-}
-
-/** `ObjectDurableStore`'s engine. */
-export declare class NativeObjectStore {
-  /** Throws `cave_durable_object_lease_ttl_invalid` / `_prefix_invalid`. */
-  constructor(options: BindingObjectStoreOptions, get: JsObjectFn, put: JsObjectFn, list: JsObjectFn)
-  get prefix(): string
-  load(runId: string): Promise<Array<string>>
-  append(runId: string, data: string): Promise<void>
-  acquire(runId: string): Promise<number>
-  release(runId: string, id?: number | undefined | null): Promise<void>
-  close(runId: string): Promise<void>
-  list(): Promise<Array<string>>
 }
 
 /** The per-call ledger of one running cell. */
@@ -779,6 +769,13 @@ export declare function checkProgramSource(code?: string | undefined | null): st
  * before the model (a run error), so a bad `deadlineMs` is reported before a missing credential.
  */
 export declare function checkRunOptions(optionsJson: string): BindingRunOutcome | null
+
+/**
+ * Refuses a local workspace that names a file (`cave_workspace_not_directory`) for
+ * `shellTools()` or, with `sandbox`, `createLocalSandbox()`. One `stat` on the calling thread,
+ * where the caller is about to build the tool set anyway.
+ */
+export declare function checkWorkspaceDirectory(dir: string, sandbox: boolean): void
 
 /** The limits the JS layer of `knap/code` needs, from `knap_core::limits` (one place). */
 export declare function codingLimits(): BindingCodingLimits

@@ -5,6 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { native, codedError, cancelTokenFor, call } from "./native.mjs";
 import { didYouMean } from "./config-keys.mjs";
+import { readCapped } from "./http-body.mjs";
 
 /** Backend objects and the native backend each stands for. */
 const NATIVE = new WeakMap();
@@ -166,29 +167,11 @@ function loopback(hostname) {
   return hostname === "localhost" || hostname === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
 }
 
-/** Reads a response body as text, cancelling it once it goes over `cap` bytes. */
-async function readCapped(response, cap) {
-  const tooLarge = () => codedError("cave_execution_backend_http_response_too_large");
-  const body = response.body;
-  if (!body || typeof body.getReader !== "function") {
-    const text = typeof response.text === "function" ? await response.text() : "";
-    if (Buffer.byteLength(text) > cap) throw tooLarge();
-    return text;
-  }
-  const reader = body.getReader();
-  const chunks = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > cap) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks, total).toString("utf8");
+/** A response body as text, refused once it goes over `cap` bytes. */
+async function readText(response, cap) {
+  const { bytes, truncated } = await readCapped(response, cap);
+  if (truncated) throw codedError("cave_execution_backend_http_response_too_large");
+  return bytes.toString("utf8");
 }
 
 /** Cuts a string to `max` UTF-8 bytes (a cut may split a character, as the reference's does). */
@@ -235,7 +218,7 @@ export function httpExecutionBackend(options) {
       const code = endpoint === "read" && response.status === 404 ? "ENOENT" : endpoint === "read" && response.status === 422 ? "EISDIR" : message;
       throw codedError(code, message);
     }
-    const text = await readCapped(response, cap);
+    const text = await readText(response, cap);
     return text === "" ? {} : JSON.parse(text);
   };
 

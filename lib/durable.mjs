@@ -5,6 +5,7 @@ import path from "node:path";
 import { randomUUID } from "node:crypto";
 import { native, codedError, call, rethrowNative } from "./native.mjs";
 import { refuseUnknownKeys } from "./config-keys.mjs";
+import { readCapped } from "./http-body.mjs";
 import { durableRunSummary, durableInputIsReplayable } from "./durable-summary.mjs";
 
 export { durableRunSummary, durableInputIsReplayable };
@@ -17,19 +18,21 @@ const DEFAULT_LEASE_TTL_MS = 30_000;
 const MIN_LEASE_TTL_MS = 3_000;
 const APPEND_RETRIES = 12;
 
+let nativeOf;
 
-/** The embedded default: `<root>/<runId>-<sha256(runId)[..10]>/journal.jsonl`, fsynced appends. */
-export class DiskDurableStore {
+/**
+ * What the stores run by knap-core share (disk: `NativeDiskStore`; HTTP and object storage:
+ * `NativeLeasedStore`): the store operations, and an `acquire` that resolves to a release
+ * function for that lock only.
+ */
+class NativeDurableStore {
   #native;
-  constructor(root) {
-    if (typeof root !== "string" || root === "") throw codedError("cave_durable_store_root_required", "DiskDurableStore needs a root directory");
-    this.#native = new native.NativeDiskStore(path.resolve(root));
-  }
-  get root() {
-    return this.#native.root;
-  }
-  runDir(runId) {
-    return this.#native.runDir(runId);
+  constructor(makeNative) {
+    try {
+      this.#native = makeNative();
+    } catch (error) {
+      rethrowNative(error);
+    }
   }
   load(runId) {
     return call(this.#native.load(runId));
@@ -38,12 +41,13 @@ export class DiskDurableStore {
     return call(this.#native.append(runId, data));
   }
   async acquire(runId) {
-    await call(this.#native.acquire(runId));
+    const id = await call(this.#native.acquire(runId));
     let released = false;
+    // Once; a lease store gives back this lease only (kept past a later acquire, a no-op).
     return async () => {
       if (released) return;
       released = true;
-      await call(this.#native.release(runId));
+      await call(this.#native.release(runId, id));
     };
   }
   close(runId) {
@@ -52,9 +56,26 @@ export class DiskDurableStore {
   list() {
     return call(this.#native.list());
   }
+  static {
+    nativeOf = (store) => store.#native;
+  }
+}
+
+/** The embedded default: `<root>/<runId>-<sha256(runId)[..10]>/journal.jsonl`, fsynced appends. */
+export class DiskDurableStore extends NativeDurableStore {
+  constructor(root) {
+    if (typeof root !== "string" || root === "") throw codedError("cave_durable_store_root_required", "DiskDurableStore needs a root directory");
+    super(() => new native.NativeDiskStore(path.resolve(root)));
+  }
+  get root() {
+    return nativeOf(this).root;
+  }
+  runDir(runId) {
+    return nativeOf(this).runDir(runId);
+  }
   /** Manual override for a lock whose owner cannot be proven dead (see docs/durable.md). */
   breakLock(runId) {
-    return call(this.#native.breakLock(runId));
+    return call(nativeOf(this).breakLock(runId));
   }
 }
 
@@ -225,29 +246,6 @@ const adapterFailure = (error) => ({
 
 const bytes = (data) => new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 
-/** Up to `max` bytes of a fetch Response's body, and whether there was more. */
-async function readUpTo(response, max) {
-  const body = response.body;
-  if (!body || typeof body.getReader !== "function") {
-    const all = Buffer.from(typeof response.arrayBuffer === "function" ? await response.arrayBuffer() : new ArrayBuffer(0));
-    return { body: all.subarray(0, max), truncated: all.length > max };
-  }
-  const reader = body.getReader();
-  const chunks = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    chunks.push(value);
-    if (total > max) {
-      await reader.cancel().catch(() => {});
-      return { body: Buffer.concat(chunks, total).subarray(0, max), truncated: true };
-    }
-  }
-  return { body: Buffer.concat(chunks, total), truncated: false };
-}
-
 const HTTP_STORE_OPTIONS = ["url", "token", "fetchFn", "lockTtlMs", "requestTimeoutMs"];
 const numberOption = (v) => (v === undefined ? undefined : typeof v === "number" ? v : Number.NaN);
 
@@ -256,8 +254,7 @@ const numberOption = (v) => (v === undefined ? undefined : typeof v === "number"
  * kept by a server speaking the reference's wire contract (docs/durable.md). `https:` unless
  * the host is localhost or 127.0.0.1; leases of `lockTtlMs` (30 s) renewed every third of it.
  */
-export class HttpDurableStore {
-  #native;
+export class HttpDurableStore extends NativeDurableStore {
   constructor(options) {
     const o = options ?? {};
     if (typeof o !== "object") throw codedError("cave_durable_http_url_invalid", "cave_durable_http_url_invalid: HttpDurableStore(options) needs an options object");
@@ -276,8 +273,8 @@ export class HttpDurableStore {
           await response.body?.cancel?.().catch(() => {});
           return { ok: true, status: response.status };
         }
-        const read = await readUpTo(response, maxBytes);
-        return { ok: true, status: response.status, body: read.body, truncated: read.truncated };
+        const read = await readCapped(response, maxBytes);
+        return { ok: true, status: response.status, body: read.bytes, truncated: read.truncated };
       } catch (error) {
         return adapterFailure(error);
       } finally {
@@ -293,33 +290,7 @@ export class HttpDurableStore {
     };
     const url = o.url instanceof URL ? o.url.href : typeof o.url === "string" ? o.url : undefined;
     const token = typeof o.token === "string" ? o.token : undefined;
-    try {
-      this.#native = new native.NativeHttpStore({ url, token, lockTtlMs: numberOption(o.lockTtlMs), requestTimeoutMs: numberOption(o.requestTimeoutMs) }, request, abort);
-    } catch (error) {
-      rethrowNative(error);
-    }
-  }
-  load(runId) {
-    return call(this.#native.load(runId));
-  }
-  append(runId, data) {
-    return call(this.#native.append(runId, data));
-  }
-  async acquire(runId) {
-    const id = await call(this.#native.acquire(runId));
-    let released = false;
-    // Gives back this lease only: a release function kept past a later acquire is a no-op.
-    return async () => {
-      if (released) return;
-      released = true;
-      await call(this.#native.release(runId, id));
-    };
-  }
-  close(runId) {
-    return call(this.#native.close(runId));
-  }
-  list() {
-    return call(this.#native.list());
+    super(() => native.NativeLeasedStore.http({ url, token, lockTtlMs: numberOption(o.lockTtlMs), requestTimeoutMs: numberOption(o.requestTimeoutMs) }, request, abort));
   }
 }
 
@@ -332,8 +303,7 @@ const OBJECT_STORE_OPTIONS = ["storage", "prefix", "conditionalPut", "leaseTtlMs
  * Locking needs conditional puts, declared by `conditionalPut: true` on the options or on the
  * adapter.
  */
-export class ObjectDurableStore {
-  #native;
+export class ObjectDurableStore extends NativeDurableStore {
   constructor(options) {
     const o = options ?? {};
     if (typeof o !== "object") throw codedError("cave_durable_object_storage_invalid", "cave_durable_object_storage_invalid: ObjectDurableStore(options) needs { storage }");
@@ -376,35 +346,10 @@ export class ObjectDurableStore {
       }
     };
     const conditionalPut = o.conditionalPut === true || (o.conditionalPut === undefined && storage.conditionalPut === true);
-    try {
-      this.#native = new native.NativeObjectStore({ prefix: o.prefix, conditionalPut, leaseTtlMs: numberOption(o.leaseTtlMs) }, get, put, list);
-    } catch (error) {
-      rethrowNative(error);
-    }
+    super(() => native.NativeLeasedStore.object({ prefix: o.prefix, conditionalPut, leaseTtlMs: numberOption(o.leaseTtlMs) }, get, put, list));
   }
   get prefix() {
-    return this.#native.prefix;
-  }
-  load(runId) {
-    return call(this.#native.load(runId));
-  }
-  append(runId, data) {
-    return call(this.#native.append(runId, data));
-  }
-  async acquire(runId) {
-    const id = await call(this.#native.acquire(runId));
-    let released = false;
-    return async () => {
-      if (released) return;
-      released = true;
-      await call(this.#native.release(runId, id));
-    };
-  }
-  close(runId) {
-    return call(this.#native.close(runId));
-  }
-  list() {
-    return call(this.#native.list());
+    return nativeOf(this).prefix;
   }
 }
 

@@ -7,6 +7,8 @@ import { createHash, timingSafeEqual } from "node:crypto";
 
 import { native, codedError } from "./native.mjs";
 import { didYouMean } from "./config-keys.mjs";
+import { readCapped } from "./http-body.mjs";
+import { PEBBLE_STOP_REASONS as STOP_REASONS } from "./pebble.mjs";
 import { stream } from "./run.mjs";
 import { estimateCostUsd } from "./prices.mjs";
 import { restoreConversation } from "./conversation.mjs";
@@ -95,27 +97,8 @@ async function readBody(request, max) {
     request.body?.cancel().catch(() => {});
     return TOO_LARGE;
   }
-  if (!request.body) return "";
-  const reader = request.body.getReader();
-  const chunks = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > max) {
-      reader.cancel().catch(() => {});
-      return TOO_LARGE;
-    }
-    chunks.push(value);
-  }
-  const all = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    all.set(c, at);
-    at += c.byteLength;
-  }
-  return decoder.decode(all);
+  const { bytes, truncated } = await readCapped(request, max);
+  return truncated ? TOO_LARGE : decoder.decode(bytes);
 }
 
 /** The JSON object body, or the error response: 413, invalid JSON, not a plain object. */
@@ -137,15 +120,6 @@ const clip = (text) => {
   return chars.length <= L.frameTextChars ? chars.join("") : chars.slice(0, L.frameTextChars - 1).join("") + "…";
 };
 const isCount = (n) => Number.isSafeInteger(n) && n >= 0;
-const STOP_REASONS = {
-  complete: "end_turn",
-  budget_exhausted: "budget_paused",
-  wallet_revoked: "budget_paused",
-  deadline: "interrupted",
-  loop_detected: "interrupted",
-  no_progress: "interrupted",
-  call_budget_exhausted: "interrupted",
-};
 
 /** Pebble v1 frame payloads (without the envelope) for one run event. */
 function framePayloads(event) {
@@ -700,7 +674,8 @@ export function createAgentHandler(options) {
       return fail(400, error.code);
     }
     const entry = { runId: "", text, ...(author === undefined ? {} : { author }), mode, queued: true, at: new Date().toISOString() };
-    if (session.activeJob) {
+    // Queued behind the active run (checked again after the sweep below, which may adopt one).
+    const queueBehindActive = () => {
       entry.runId = session.activeJob.runId;
       try {
         session.queue(mode, input, principal, entry);
@@ -710,7 +685,8 @@ export function createAgentHandler(options) {
       }
       session.record(entry);
       return json(202, { runId: entry.runId, queued: true });
-    }
+    };
+    if (session.activeJob) return queueBehindActive();
     // Idle here: a run left unfinished (a crash, another instance) goes first.
     const runs = await sessionRuns(session.key, session.nextRun - 1);
     if (runs && runs.length > 0) {
@@ -722,17 +698,7 @@ export function createAgentHandler(options) {
         if (!admission.admitted) return fail(409, admission.reason === "cave_durable_run_locked" ? "cave_session_busy_elsewhere" : admission.reason);
       }
     }
-    if (session.activeJob) {
-      entry.runId = session.activeJob.runId;
-      try {
-        session.queue(mode, input, principal, entry);
-      } catch (error) {
-        // A blank message: the controller refuses it (cave_agent_queue_message_required).
-        return fail(400, error.code);
-      }
-      session.record(entry);
-      return json(202, { runId: entry.runId, queued: true });
-    }
+    if (session.activeJob) return queueBehindActive();
     const runId = `${session.key}.${session.nextRun++}`;
     entry.runId = runId;
     entry.queued = false;

@@ -1,5 +1,4 @@
 // The six workspace tools and the tool-policy evaluator, as plain JS objects over the Rust engine.
-import { statSync } from "node:fs";
 import { traced } from "./debug.mjs";
 import { native, codedError, abortError, cancelTokenFor, rethrowNative, askPolicy, deepFreeze } from "./native.mjs";
 import { isLocalExecutionBackend, nativeBackendFor } from "./backends.mjs";
@@ -16,22 +15,12 @@ export function isLocalBackend(backend) {
 }
 export { localExecutionBackend, httpExecutionBackend } from "./backends.mjs";
 
-/**
- * The six workspace tools: `read_file`, `grep`, `bash`, `write_file`, `edit_file`,
- * `read_tool_output` (or the ones named in `tools`, in that order).
- */
+/** A local workspace that is a file is refused (the check is knap-core's). */
 function checkWorkspace(dir) {
-  let stat;
   try {
-    stat = statSync(dir);
-  } catch {
-    return; // the reference canonicalizes lazily: a workspace may be created after the tools
-  }
-  if (!stat.isDirectory()) {
-    throw codedError(
-      "cave_workspace_not_directory",
-      `cave_workspace_not_directory: shellTools workspace ${JSON.stringify(dir)} is not a directory\nhint: pass the directory the tools may work in (e.g. process.cwd())`,
-    );
+    native.checkWorkspaceDirectory(dir, false);
+  } catch (error) {
+    rethrowNative(error);
   }
 }
 
@@ -75,6 +64,10 @@ function toolArguments(input) {
   return out;
 }
 
+/**
+ * The six workspace tools: `read_file`, `grep`, `bash`, `write_file`, `edit_file`,
+ * `read_tool_output` (or the ones named in `tools`, in that order).
+ */
 export function shellTools(options) {
   if (!options || typeof options !== "object" || typeof options.workspace !== "string" || options.workspace === "") {
     throw codedError("cave_shell_tools_workspace_required", "cave_shell_tools_workspace_required: shellTools needs options.workspace (a directory path)");

@@ -6,13 +6,9 @@ use knap_core::kernel::budget::ExhaustionAnswer;
 use napi::bindgen_prelude::*;
 use napi::sys;
 
-pub struct BudgetAnswerJs(pub ExhaustionAnswer);
+use crate::js::{type_of, unknown_js_type};
 
-unsafe fn type_of(env: sys::napi_env, value: sys::napi_value) -> Result<ValueType> {
-  let mut t = 0;
-  check_status!(unsafe { sys::napi_typeof(env, value, &mut t) })?;
-  Ok(ValueType::from(t))
-}
+pub struct BudgetAnswerJs(pub ExhaustionAnswer);
 
 unsafe fn member(
   env: sys::napi_env,
@@ -48,42 +44,4 @@ impl FromNapiValue for BudgetAnswerJs {
   }
 }
 
-impl TypeName for BudgetAnswerJs {
-  fn type_name() -> &'static str {
-    "unknown"
-  }
-  fn value_type() -> ValueType {
-    ValueType::Unknown
-  }
-}
-
-impl ValidateNapiValue for BudgetAnswerJs {}
-
-/// What a handler returned: its answer, or a Promise of it.
-pub enum BudgetReturn {
-  Now(ExhaustionAnswer),
-  Later(Promise<BudgetAnswerJs>),
-}
-
-impl FromNapiValue for BudgetReturn {
-  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
-    let mut is_promise = false;
-    check_status!(unsafe { sys::napi_is_promise(env, value, &mut is_promise) })?;
-    Ok(if is_promise {
-      BudgetReturn::Later(unsafe { Promise::from_napi_value(env, value) }?)
-    } else {
-      BudgetReturn::Now(unsafe { BudgetAnswerJs::from_napi_value(env, value) }?.0)
-    })
-  }
-}
-
-impl TypeName for BudgetReturn {
-  fn type_name() -> &'static str {
-    "unknown"
-  }
-  fn value_type() -> ValueType {
-    ValueType::Unknown
-  }
-}
-
-impl ValidateNapiValue for BudgetReturn {}
+unknown_js_type!(BudgetAnswerJs);

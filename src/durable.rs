@@ -9,7 +9,7 @@ use napi_derive::napi;
 
 use crate::async_error;
 
-fn js_error(e: DurableError) -> napi::Error {
+pub(crate) fn js_error(e: DurableError) -> napi::Error {
   async_error(e.code.as_str(), &e.message)
 }
 
@@ -156,7 +156,7 @@ pub fn durable_conversation_checkpoint(
     })
 }
 
-fn sync_error(e: DurableError) -> napi::Error<crate::ErrorCode> {
+pub(crate) fn sync_error(e: DurableError) -> napi::Error<crate::ErrorCode> {
   napi::Error::new(crate::ErrorCode(e.code.to_string()), e.message)
 }
 

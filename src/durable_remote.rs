@@ -1,6 +1,6 @@
-//! `NativeHttpStore` and `NativeObjectStore`: the core's HTTP and object-storage durable stores
-//! as JS handles. Their transports are the host's: `fetch` (one request per call, aborted by id
-//! when Rust drops it) and an `ObjectStorage` adapter's `get`/`put`/`list`, as typed weak
+//! `NativeLeasedStore`: the core's lease-based durable stores (HTTP, object storage) as one JS
+//! handle. Their transports are the host's: `fetch` (one request per call, aborted by id when
+//! Rust drops it) and an `ObjectStorage` adapter's `get`/`put`/`list`, as typed weak
 //! threadsafe functions whose Promises Rust awaits without blocking the JS thread. The JS side
 //! never rejects: a thrown error arrives as `ok: false` with its message (and `code`).
 
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use knap_core::code::Code;
 use knap_core::durable::http_store::{HttpRequest, HttpResponse, HttpStore, HttpStoreOptions, HttpTransport};
+use knap_core::durable::lease::LeaseStore;
 use knap_core::durable::object_store::{ObjectStorage, ObjectStore, ObjectStoreOptions};
 use knap_core::durable::DurableError;
 use knap_core::exec::BoxFuture;
@@ -17,19 +18,114 @@ use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
-use crate::{async_error, ErrorCode};
-
-fn js_error(e: DurableError) -> napi::Error {
-  async_error(e.code.as_str(), &e.message)
-}
-
-fn sync_error(e: DurableError) -> napi::Error<ErrorCode> {
-  napi::Error::new(ErrorCode(e.code.to_string()), e.message)
-}
+use crate::durable::{js_error, sync_error};
+use crate::ErrorCode;
 
 /// A lease id as JS holds it (ids count up from 1, far below 2^53).
 fn lease_id(id: Option<f64>) -> Option<u64> {
   id.filter(|i| i.is_finite() && *i >= 0.0).map(|i| i as u64)
+}
+
+/// `HttpDurableStore`'s and `ObjectDurableStore`'s engine.
+#[napi]
+pub struct NativeLeasedStore {
+  inner: Arc<dyn LeaseStore>,
+  prefix: Option<String>,
+}
+
+#[napi]
+impl NativeLeasedStore {
+  /// Throws the option codes (`cave_durable_http_insecure`, `_token_required`, …).
+  #[napi(factory)]
+  pub fn http(
+    options: BindingHttpStoreOptions,
+    request: Arc<JsHttpRequestFn>,
+    abort: Arc<JsHttpAbortFn>,
+  ) -> napi::Result<Self, ErrorCode> {
+    let options = HttpStoreOptions {
+      url: options.url,
+      token: options.token,
+      lock_ttl_ms: options.lock_ttl_ms,
+      request_timeout_ms: options.request_timeout_ms,
+    };
+    let transport = Arc::new(JsFetch {
+      request,
+      abort,
+      next_call: AtomicU32::new(1),
+    });
+    let store = HttpStore::new(options, transport).map_err(sync_error)?;
+    Ok(Self {
+      inner: Arc::new(store),
+      prefix: None,
+    })
+  }
+
+  /// Throws `cave_durable_object_lease_ttl_invalid` / `_prefix_invalid`.
+  #[napi(factory)]
+  pub fn object(
+    options: BindingObjectStoreOptions,
+    get: Arc<JsObjectFn>,
+    put: Arc<JsObjectFn>,
+    list: Arc<JsObjectFn>,
+  ) -> napi::Result<Self, ErrorCode> {
+    let options = ObjectStoreOptions {
+      prefix: options.prefix,
+      conditional_put: options.conditional_put,
+      lease_ttl_ms: options.lease_ttl_ms,
+    };
+    let storage = Arc::new(JsObjectStorage { get, put, list });
+    let store = ObjectStore::new(options, storage).map_err(sync_error)?;
+    Ok(Self {
+      prefix: Some(store.prefix().to_string()),
+      inner: Arc::new(store),
+    })
+  }
+
+  /// The object store's key prefix (none for the HTTP store).
+  #[napi(getter)]
+  pub fn prefix(&self) -> Option<String> {
+    self.prefix.clone()
+  }
+
+  #[napi]
+  pub async fn load(&self, run_id: String) -> napi::Result<Vec<String>> {
+    self.inner.load(&run_id).await.map_err(js_error)
+  }
+
+  #[napi]
+  pub async fn append(&self, run_id: String, data: String) -> napi::Result<()> {
+    self.inner.append(&run_id, data).await.map_err(js_error)
+  }
+
+  /// Takes the lease; resolves to its id, for `release`.
+  #[napi]
+  pub async fn acquire(&self, run_id: String) -> napi::Result<f64> {
+    self
+      .inner
+      .acquire_lease(&run_id)
+      .await
+      .map(|id| id as f64)
+      .map_err(js_error)
+  }
+
+  /// Gives back lease `id` (any lease of the run when absent).
+  #[napi]
+  pub async fn release(&self, run_id: String, id: Option<f64>) -> napi::Result<()> {
+    self.inner.release_lease(&run_id, lease_id(id)).await.map_err(js_error)
+  }
+
+  #[napi]
+  pub async fn close(&self, run_id: String) -> napi::Result<()> {
+    self.inner.close(&run_id).await.map_err(js_error)
+  }
+
+  #[napi]
+  pub async fn list(&self) -> napi::Result<Vec<String>> {
+    match self.inner.list() {
+      Some(f) => f.await.map_err(js_error),
+      None => Ok(Vec::new()),
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -124,81 +220,6 @@ impl HttpTransport for JsFetch {
         truncated,
       })
     })
-  }
-}
-
-/// `HttpDurableStore`'s engine.
-#[napi]
-pub struct NativeHttpStore {
-  inner: Arc<HttpStore>,
-}
-
-#[napi]
-impl NativeHttpStore {
-  /// Throws the option codes (`cave_durable_http_insecure`, `_token_required`, …).
-  #[napi(constructor)]
-  pub fn new(
-    options: BindingHttpStoreOptions,
-    request: Arc<JsHttpRequestFn>,
-    abort: Arc<JsHttpAbortFn>,
-  ) -> napi::Result<Self, ErrorCode> {
-    let options = HttpStoreOptions {
-      url: options.url,
-      token: options.token,
-      lock_ttl_ms: options.lock_ttl_ms,
-      request_timeout_ms: options.request_timeout_ms,
-    };
-    let transport = Arc::new(JsFetch {
-      request,
-      abort,
-      next_call: AtomicU32::new(1),
-    });
-    let store = HttpStore::new(options, transport).map_err(sync_error)?;
-    Ok(Self {
-      inner: Arc::new(store),
-    })
-  }
-
-  #[napi(getter)]
-  pub fn lock_ttl_ms(&self) -> f64 {
-    self.inner.lock_ttl_ms() as f64
-  }
-
-  #[napi]
-  pub async fn load(&self, run_id: String) -> napi::Result<Vec<String>> {
-    self.inner.load(&run_id).await.map_err(js_error)
-  }
-
-  #[napi]
-  pub async fn append(&self, run_id: String, data: String) -> napi::Result<()> {
-    self.inner.append(&run_id, data).await.map_err(js_error)
-  }
-
-  /// Takes the lease; resolves to its id, for `release`.
-  #[napi]
-  pub async fn acquire(&self, run_id: String) -> napi::Result<f64> {
-    self
-      .inner
-      .acquire_lease(&run_id)
-      .await
-      .map(|id| id as f64)
-      .map_err(js_error)
-  }
-
-  /// Gives back lease `id` (any lease of the run when absent).
-  #[napi]
-  pub async fn release(&self, run_id: String, id: Option<f64>) -> napi::Result<()> {
-    self.inner.release(&run_id, lease_id(id)).await.map_err(js_error)
-  }
-
-  #[napi]
-  pub async fn close(&self, run_id: String) -> napi::Result<()> {
-    self.inner.release(&run_id, None).await.map_err(js_error)
-  }
-
-  #[napi]
-  pub async fn list(&self) -> napi::Result<Vec<String>> {
-    self.inner.list().await.map_err(js_error)
   }
 }
 
@@ -306,74 +327,5 @@ impl ObjectStorage for JsObjectStorage {
       };
       Ok(object_call(f, call).await?.keys.unwrap_or_default())
     })
-  }
-}
-
-/// `ObjectDurableStore`'s engine.
-#[napi]
-pub struct NativeObjectStore {
-  inner: Arc<ObjectStore>,
-}
-
-#[napi]
-impl NativeObjectStore {
-  /// Throws `cave_durable_object_lease_ttl_invalid` / `_prefix_invalid`.
-  #[napi(constructor)]
-  pub fn new(
-    options: BindingObjectStoreOptions,
-    get: Arc<JsObjectFn>,
-    put: Arc<JsObjectFn>,
-    list: Arc<JsObjectFn>,
-  ) -> napi::Result<Self, ErrorCode> {
-    let options = ObjectStoreOptions {
-      prefix: options.prefix,
-      conditional_put: options.conditional_put,
-      lease_ttl_ms: options.lease_ttl_ms,
-    };
-    let storage = Arc::new(JsObjectStorage { get, put, list });
-    let store = ObjectStore::new(options, storage).map_err(sync_error)?;
-    Ok(Self {
-      inner: Arc::new(store),
-    })
-  }
-
-  #[napi(getter)]
-  pub fn prefix(&self) -> String {
-    self.inner.prefix().to_string()
-  }
-
-  #[napi]
-  pub async fn load(&self, run_id: String) -> napi::Result<Vec<String>> {
-    self.inner.load(&run_id).await.map_err(js_error)
-  }
-
-  #[napi]
-  pub async fn append(&self, run_id: String, data: String) -> napi::Result<()> {
-    self.inner.append(&run_id, data).await.map_err(js_error)
-  }
-
-  #[napi]
-  pub async fn acquire(&self, run_id: String) -> napi::Result<f64> {
-    self
-      .inner
-      .acquire_lease(&run_id)
-      .await
-      .map(|id| id as f64)
-      .map_err(js_error)
-  }
-
-  #[napi]
-  pub async fn release(&self, run_id: String, id: Option<f64>) -> napi::Result<()> {
-    self.inner.release(&run_id, lease_id(id)).await.map_err(js_error)
-  }
-
-  #[napi]
-  pub async fn close(&self, run_id: String) -> napi::Result<()> {
-    self.inner.close(&run_id).await.map_err(js_error)
-  }
-
-  #[napi]
-  pub async fn list(&self) -> napi::Result<Vec<String>> {
-    self.inner.list().await.map_err(js_error)
   }
 }

@@ -204,9 +204,7 @@ impl Js {
   }
 
   fn type_of(&self, v: sys::napi_value) -> Result<ValueType> {
-    let mut t = 0;
-    check_status!(unsafe { sys::napi_typeof(self.env, v, &mut t) })?;
-    Ok(ValueType::from(t))
+    unsafe { type_of(self.env, v) }
   }
 
   /// An optional member read as `T` (present but of another type: an error naming it, as napi's
@@ -795,10 +793,72 @@ pub struct OptStr(pub Option<String>);
 /// none); `undefined` is none, anything but a number is an error.
 pub struct OptNum(pub Option<Number>);
 
-unsafe fn undefined(env: sys::napi_env, v: sys::napi_value) -> Result<bool> {
+/// `typeof v`.
+pub(crate) unsafe fn type_of(env: sys::napi_env, v: sys::napi_value) -> Result<ValueType> {
   let mut t = 0;
   check_status!(unsafe { sys::napi_typeof(env, v, &mut t) })?;
-  Ok(ValueType::from(t) == ValueType::Undefined)
+  Ok(ValueType::from(t))
+}
+
+unsafe fn undefined(env: sys::napi_env, v: sys::napi_value) -> Result<bool> {
+  Ok(unsafe { type_of(env, v) }? == ValueType::Undefined)
+}
+
+/// A value read off any JS value (a callback's answer, judged later by the core): typed as
+/// `unknown`.
+macro_rules! unknown_js_type {
+  ($($t:ty),+) => {$(
+    impl napi::bindgen_prelude::TypeName for $t {
+      fn type_name() -> &'static str {
+        "unknown"
+      }
+      fn value_type() -> napi::bindgen_prelude::ValueType {
+        napi::bindgen_prelude::ValueType::Unknown
+      }
+    }
+    impl napi::bindgen_prelude::ValidateNapiValue for $t {}
+  )+};
+}
+pub(crate) use unknown_js_type;
+
+/// What a JS hook returned: its answer, or a Promise of it (a sync answer settles at once, with
+/// no microtask in between).
+pub enum MaybePromise<A: FromNapiValue + 'static> {
+  Now(A),
+  Later(Promise<A>),
+}
+
+impl<A: FromNapiValue + 'static> FromNapiValue for MaybePromise<A> {
+  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
+    let mut is_promise = false;
+    check_status!(unsafe { sys::napi_is_promise(env, value, &mut is_promise) })?;
+    Ok(if is_promise {
+      MaybePromise::Later(unsafe { Promise::from_napi_value(env, value) }?)
+    } else {
+      MaybePromise::Now(unsafe { A::from_napi_value(env, value) }?)
+    })
+  }
+}
+
+impl<A: FromNapiValue + 'static> TypeName for MaybePromise<A> {
+  fn type_name() -> &'static str {
+    "unknown"
+  }
+  fn value_type() -> ValueType {
+    ValueType::Unknown
+  }
+}
+
+impl<A: FromNapiValue + 'static> ValidateNapiValue for MaybePromise<A> {}
+
+impl<A: FromNapiValue + Send + 'static> MaybePromise<A> {
+  /// The answer, once its Promise (if any) settles; a rejection is its reason.
+  pub async fn settle(self) -> std::result::Result<A, String> {
+    match self {
+      MaybePromise::Now(a) => Ok(a),
+      MaybePromise::Later(p) => p.await.map_err(|e| e.reason.clone()),
+    }
+  }
 }
 
 impl FromNapiValue for OptStr {

@@ -38,10 +38,10 @@ use serde_json::{Number, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::BudgetReturn;
-use crate::js::{Js, OptNum, OptStr};
-use crate::policy::{PolicyAnswerJs, PolicyReturn};
-use crate::route::{RouteAnswerJs, RouteReturn};
+use crate::budget::BudgetAnswerJs;
+use crate::js::{Js, MaybePromise, OptNum, OptStr};
+use crate::policy::PolicyAnswerJs;
+use crate::route::RouteAnswerJs;
 use crate::shell_tools::toolset_by_id;
 use crate::ErrorCode;
 
@@ -90,17 +90,17 @@ pub struct BindingRunHooks {
   #[napi(
     ts_type = "(input: { runId: string; agentId: string; agentPath: string[]; toolCallId: string; parentToolCallId?: string; name: string; effect: string; args: unknown }) => unknown"
   )]
-  pub policy: Option<FunctionRef<Serde<PolicyInput>, PolicyReturn>>,
+  pub policy: Option<FunctionRef<Serde<PolicyInput>, MaybePromise<PolicyAnswerJs>>>,
   /// The user's `onBudgetExhausted` handler: `"stop"`, `{release, reason}`, or a Promise of it.
   #[napi(
     ts_type = "(ctx: { denomination: string; max: number; released: number; spent: number; remaining: number; releasable: number; calls: number }) => unknown"
   )]
-  pub budget: Option<FunctionRef<Serde<ExhaustionContext>, BudgetReturn>>,
+  pub budget: Option<FunctionRef<Serde<ExhaustionContext>, MaybePromise<BudgetAnswerJs>>>,
   /// The user's `modelRouter` (wrapped): its decision, or a Promise of it.
   #[napi(
     ts_type = "(input: { callIndex: number; role: string; provider: string; currentModel: string; ctxTokens: number; hasImages: boolean; toolErrorStreak: number; previousUsage?: { model: string; inputTokens?: number; cacheReadTokens: number; cacheWriteTokens: number } }) => unknown"
   )]
-  pub route: Option<FunctionRef<Serde<RouteInput>, RouteReturn>>,
+  pub route: Option<FunctionRef<Serde<RouteInput>, MaybePromise<RouteAnswerJs>>>,
   /// A batch of `CavemanRunEvent`s, in order.
   #[napi(ts_type = "(events: object[]) => void")]
   pub events: FunctionRef<Serde<Vec<RunEvent>>, ()>,
@@ -295,30 +295,24 @@ pub struct BindingHostError {
   pub code: Option<String>,
 }
 
+/// Where a JS hook's return goes back to the kernel (`Err`: what the call threw).
+type Reply<R> = oneshot::Sender<std::result::Result<R, String>>;
+
 /// What the kernel asked for and JS has not been handed yet, in order.
 enum Out {
   Events(Vec<RunEvent>),
   Model(ModelRequest),
   Tool(ToolRequest),
   Nested(NestedAnswer),
-  Policy(
-    PolicyInput,
-    oneshot::Sender<std::result::Result<PolicyReturn, String>>,
-  ),
-  Budget(
-    ExhaustionContext,
-    oneshot::Sender<std::result::Result<BudgetReturn, String>>,
-  ),
-  Route(RouteInput, oneshot::Sender<std::result::Result<RouteReturn, String>>),
+  Policy(PolicyInput, Reply<MaybePromise<PolicyAnswerJs>>),
+  Budget(ExhaustionContext, Reply<MaybePromise<BudgetAnswerJs>>),
+  Route(RouteInput, Reply<MaybePromise<RouteAnswerJs>>),
   AbortTool(u64),
   Speculation(u32, &'static str),
   Output(u32, String, String),
   Delivered(u32),
   NewContext(NewContextRequest),
-  Store(
-    StoreRequest,
-    oneshot::Sender<std::result::Result<Promise<BindingStoreResult>, String>>,
-  ),
+  Store(StoreRequest, Reply<Promise<BindingStoreResult>>),
 }
 
 /// The run's outbox: filled by the host during a poll, drained between polls.
@@ -483,15 +477,8 @@ impl Host for JsHost {
     let (tx, rx) = oneshot::channel();
     self.outbox.push(Out::Budget(context, tx));
     Some(Box::pin(async move {
-      match rx.await {
-        Err(_) => Err(dropped()),
-        Ok(Err(thrown)) => Err(HostError::new(thrown)),
-        Ok(Ok(BudgetReturn::Now(answer))) => Ok(answer),
-        Ok(Ok(BudgetReturn::Later(promise))) => promise
-          .await
-          .map(|a| a.0)
-          .map_err(|e| HostError::new(e.reason.clone())),
-      }
+      let answer = rx.await.map_err(|_| dropped())?.map_err(HostError::new)?;
+      answer.settle().await.map(|a| a.0).map_err(HostError::new)
     }))
   }
 
@@ -525,15 +512,8 @@ impl ModelRouter for JsRouter {
     let (tx, rx) = oneshot::channel();
     self.0.push(Out::Route(input.clone(), tx));
     Box::pin(async move {
-      match rx.await {
-        Err(_) => Err("the modelRouter call was dropped".to_string()),
-        Ok(Err(thrown)) => Err(thrown),
-        Ok(Ok(RouteReturn::Now(decision))) => Ok(decision),
-        Ok(Ok(RouteReturn::Later(promise))) => promise
-          .await
-          .map(|d: RouteAnswerJs| d.0)
-          .map_err(|e| e.reason.clone()),
-      }
+      let answer = rx.await.map_err(|_| "the modelRouter call was dropped".to_string())??;
+      answer.settle().await.map(|d| d.0)
     })
   }
 }
@@ -546,15 +526,8 @@ impl ToolPolicy for JsPolicy {
     let (tx, rx) = oneshot::channel();
     self.0.push(Out::Policy(input.clone(), tx));
     Box::pin(async move {
-      match rx.await {
-        Err(_) => Err("the policy call was dropped".to_string()),
-        Ok(Err(thrown)) => Err(thrown),
-        Ok(Ok(PolicyReturn::Now(answer))) => Ok(answer),
-        Ok(Ok(PolicyReturn::Later(promise))) => promise
-          .await
-          .map(|a: PolicyAnswerJs| a.0)
-          .map_err(|e| e.reason.clone()),
-      }
+      let answer = rx.await.map_err(|_| "the policy call was dropped".to_string())??;
+      answer.settle().await.map(|a| a.0)
     })
   }
 }
@@ -1105,56 +1078,36 @@ impl NativeRun {
           .output
           .borrow_back(env)
           .and_then(|f| f.call(FnArgs::from((toolset, label, text)))),
-        Out::Policy(input, tx) => {
-          let answer = match &hooks.policy {
-            Some(p) => p
-              .borrow_back(env)
-              .and_then(|f| f.call(Serde(input)))
-              .map_err(|e| e.reason.clone()),
-            None => Err("cave_internal: no policy hook".to_string()),
-          };
-          let _ = tx.send(answer);
-          Ok(())
-        }
-        Out::Budget(context, tx) => {
-          let answer = match &hooks.budget {
-            Some(b) => b
-              .borrow_back(env)
-              .and_then(|f| f.call(Serde(context)))
-              .map_err(|e| e.reason.clone()),
-            None => Err("cave_internal: no budget hook".to_string()),
-          };
-          let _ = tx.send(answer);
-          Ok(())
-        }
-        Out::Route(input, tx) => {
-          let answer = match &hooks.route {
-            Some(r) => r
-              .borrow_back(env)
-              .and_then(|f| f.call(Serde(input)))
-              .map_err(|e| e.reason.clone()),
-            None => Err("cave_internal: no route hook".to_string()),
-          };
-          let _ = tx.send(answer);
-          Ok(())
-        }
-        Out::Store(request, tx) => {
-          let answer = match &hooks.store {
-            Some(s) => s
-              .borrow_back(env)
-              .and_then(|f| f.call(Serde(request)))
-              .map_err(|e| e.reason.clone()),
-            None => Err("cave_internal: no store hook".to_string()),
-          };
-          let _ = tx.send(answer);
-          Ok(())
-        }
+        Out::Policy(input, tx) => answer(env, &hooks.policy, "policy", Serde(input), tx),
+        Out::Budget(context, tx) => answer(env, &hooks.budget, "budget", Serde(context), tx),
+        Out::Route(input, tx) => answer(env, &hooks.route, "route", Serde(input), tx),
+        Out::Store(request, tx) => answer(env, &hooks.store, "store", Serde(request), tx),
       };
       if let Err(e) = r {
         failed.get_or_insert(e);
       }
     }
   }
+}
+
+/// Calls a hook whose return the kernel awaits and sends that return (or what the call threw)
+/// back; a send to a kernel that stopped waiting is dropped.
+fn answer<A: JsValuesTupleIntoVec, R: FromNapiValue>(
+  env: &Env,
+  hook: &Option<FunctionRef<A, R>>,
+  name: &str,
+  args: A,
+  tx: Reply<R>,
+) -> Result<()> {
+  let r = match hook {
+    Some(h) => h
+      .borrow_back(env)
+      .and_then(|f| f.call(args))
+      .map_err(|e| e.reason.clone()),
+    None => Err(format!("cave_internal: no {name} hook")),
+  };
+  let _ = tx.send(r);
+  Ok(())
 }
 
 /// A run's options, parsed and checked (limits, budget, compaction) as the run would.

@@ -11,15 +11,11 @@ use napi::sys;
 use napi_derive::napi;
 use serde_json::Value;
 
+use crate::js::{type_of, unknown_js_type};
+
 /// A policy's decision value, as `judge` needs it: `undefined`, `null`, an object's `allow` and
 /// `deny` members, or anything else (never a valid decision).
 pub struct PolicyAnswerJs(pub PolicyAnswer);
-
-pub(crate) unsafe fn type_of(env: sys::napi_env, value: sys::napi_value) -> Result<ValueType> {
-  let mut t = 0;
-  check_status!(unsafe { sys::napi_typeof(env, value, &mut t) })?;
-  Ok(ValueType::from(t))
-}
 
 /// A member of a decision object, as JSON would carry it (`None` when undefined).
 pub(crate) unsafe fn member(env: sys::napi_env, object: sys::napi_value, key: &std::ffi::CStr) -> Result<Option<Value>> {
@@ -55,34 +51,7 @@ impl FromNapiValue for PolicyAnswerJs {
   }
 }
 
-impl TypeName for PolicyAnswerJs {
-  fn type_name() -> &'static str {
-    "unknown"
-  }
-  fn value_type() -> ValueType {
-    ValueType::Unknown
-  }
-}
-
-impl ValidateNapiValue for PolicyAnswerJs {}
-
-/// What a policy returned: its decision, or a Promise of it.
-pub enum PolicyReturn {
-  Now(PolicyAnswer),
-  Later(Promise<PolicyAnswerJs>),
-}
-
-impl FromNapiValue for PolicyReturn {
-  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
-    let mut is_promise = false;
-    check_status!(unsafe { sys::napi_is_promise(env, value, &mut is_promise) })?;
-    Ok(if is_promise {
-      PolicyReturn::Later(unsafe { Promise::from_napi_value(env, value) }?)
-    } else {
-      PolicyReturn::Now(unsafe { PolicyAnswerJs::from_napi_value(env, value) }?.0)
-    })
-  }
-}
+unknown_js_type!(PolicyAnswerJs);
 
 /// `decideToolCall`'s outcome: `allow`, `deny` (with `reason`), or `error` (with `code` and,
 /// for `cave_tool_policy_failed`, the `cause` message).

@@ -6,7 +6,8 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use serde_json::Value;
 
-use crate::policy::{member, type_of};
+use crate::js::{type_of, unknown_js_type};
+use crate::policy::member;
 
 /// A decision value: `null` unless it is a (non-array) object.
 pub struct RouteAnswerJs(pub Value);
@@ -58,31 +59,4 @@ impl FromNapiValue for RouteAnswerJs {
   }
 }
 
-impl TypeName for RouteAnswerJs {
-  fn type_name() -> &'static str {
-    "unknown"
-  }
-  fn value_type() -> ValueType {
-    ValueType::Unknown
-  }
-}
-
-impl ValidateNapiValue for RouteAnswerJs {}
-
-/// What a router returned: its decision, or a Promise of it.
-pub enum RouteReturn {
-  Now(Value),
-  Later(Promise<RouteAnswerJs>),
-}
-
-impl FromNapiValue for RouteReturn {
-  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
-    let mut is_promise = false;
-    check_status!(unsafe { sys::napi_is_promise(env, value, &mut is_promise) })?;
-    Ok(if is_promise {
-      RouteReturn::Later(unsafe { Promise::from_napi_value(env, value) }?)
-    } else {
-      RouteReturn::Now(unsafe { RouteAnswerJs::from_napi_value(env, value) }?.0)
-    })
-  }
-}
+unknown_js_type!(RouteAnswerJs);

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use knap_core::tools::{ShellTools, ShellToolsConfig};
+use knap_core::tools::{check_workspace_dir, ShellTools, ShellToolsConfig, WorkspaceOwner};
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +16,19 @@ pub struct BindingShellToolsOptions {
   pub tools: Option<Vec<String>>,
   /// Tool name → cap in bytes.
   pub output_caps: Option<std::collections::HashMap<String, f64>>,
+}
+
+/// Refuses a local workspace that names a file (`cave_workspace_not_directory`) for
+/// `shellTools()` or, with `sandbox`, `createLocalSandbox()`. One `stat` on the calling thread,
+/// where the caller is about to build the tool set anyway.
+#[napi]
+pub fn check_workspace_directory(dir: String, sandbox: bool) -> napi::Result<(), ErrorCode> {
+  let owner = if sandbox {
+    WorkspaceOwner::LocalSandbox
+  } else {
+    WorkspaceOwner::ShellTools
+  };
+  check_workspace_dir(&dir, owner).map_err(coded_error)
 }
 
 /// One tool's description, as the plain tool object shows it.

@@ -23,12 +23,20 @@ async function loadSdk(config, name, feature) {
   }
 }
 
-/** Creates the SDK sandbox once, on first use; `reset()` forgets it (after destroy). */
+/** Creates the SDK sandbox once, on first use; `destroy(stop)` stops it and forgets it. */
 function lazy(create) {
   let pending;
+  const get = () => (pending ??= create().catch((error) => ((pending = undefined), Promise.reject(error))));
   return {
-    get: () => (pending ??= create().catch((error) => ((pending = undefined), Promise.reject(error)))),
-    reset: () => (pending = undefined),
+    get,
+    async destroy(stop) {
+      try {
+        await stop(await get());
+      } catch {
+        // already gone
+      }
+      pending = undefined;
+    },
   };
 }
 
@@ -130,14 +138,7 @@ export async function createVercelSandbox(config = {}) {
     isDirectory: ops.isDirectory,
     deleteFile: async (path) => void (await ops.check(`rm -f -- ${shellQuote(path)}`, "Failed to delete file")),
     rename: async (from, to) => void (await ops.check(`mv -- ${shellQuote(from)} ${shellQuote(to)}`, "Failed to rename")),
-    async destroy() {
-      try {
-        await (await remote.get()).stop();
-      } catch {
-        // already gone
-      }
-      remote.reset();
-    },
+    destroy: () => remote.destroy((sbx) => sbx.stop()),
   });
   if (config.ensureTools !== false) await ensureSandboxTools(sandbox);
   return sandbox;
@@ -208,14 +209,7 @@ export async function createE2BSandbox(config = {}) {
     async rename(from, to) {
       await (await remote.get()).files.rename(from, to);
     },
-    async destroy() {
-      try {
-        await (await remote.get()).kill();
-      } catch {
-        // already gone
-      }
-      remote.reset();
-    },
+    destroy: () => remote.destroy((sbx) => sbx.kill()),
   });
   if (config.ensureTools !== false) await ensureSandboxTools(sandbox);
   return sandbox;

@@ -6,7 +6,6 @@
 import { native, KNAP_SANDBOX, LIMITS, call, tokenFor } from "./native.mjs";
 import { codedError, abortError } from "../native.mjs";
 import { refuseUnknownKeys } from "../config-keys.mjs";
-import { statSync } from "node:fs";
 import { progressListener } from "./tools.mjs";
 
 /** A file operation under the caller's AbortSignal: the native work stops between pieces. */
@@ -35,17 +34,11 @@ export const EXEC_MAX_OUTPUT_LENGTH = LIMITS.execMaxOutputLength;
 export function createLocalSandbox(config = {}) {
   refuseUnknownKeys("createLocalSandbox", config, ["workingDirectory", "cwd", "env"]);
   const dir = String(config.workingDirectory ?? config.cwd ?? "/tmp");
-  let stat;
+  // A file is refused here; a missing directory is created by the sandbox, as bashkit's is.
   try {
-    stat = statSync(dir);
-  } catch {
-    stat = undefined; // missing: created by the sandbox, as bashkit's is
-  }
-  if (stat && !stat.isDirectory()) {
-    throw codedError(
-      "cave_workspace_not_directory",
-      `cave_workspace_not_directory: createLocalSandbox workingDirectory ${JSON.stringify(dir)} is not a directory\nhint: pass a directory (or a path that does not exist yet: it is created)`,
-    );
+    native.checkWorkspaceDirectory(dir, true);
+  } catch (error) {
+    throw codedError(error.code, error.message);
   }
   let handle;
   try {

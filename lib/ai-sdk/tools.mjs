@@ -80,6 +80,19 @@ async function run(fn, schema, input) {
   }
 }
 
+/**
+ * A tool whose `execute` is one call of the native tool (`method`), honouring the AI SDK's
+ * abort signal; a writing tool's (`writes`) effects go to the cache's invalidation log.
+ */
+function nativeCallTool(env, config, { description, inputSchema, method, writes = false }) {
+  const t = nativeTool(env, config);
+  const schema = toolSchema(inputSchema);
+  const execute = writes
+    ? async (input, token) => settle(env, await call(t[method](present(input), token)))
+    : (input, token) => call(t[method](present(input), token));
+  return { description, inputSchema: schema, ...sdkOptions(config), execute: withSignal(execute, schema) };
+}
+
 /** `execute` of a tool that honours the AI SDK's abort signal. */
 function withSignal(fn, schema) {
   return async (input, options) => {
@@ -167,14 +180,7 @@ const readSchema = s.object(
 );
 
 export function createReadTool(env, config = {}) {
-  const t = nativeTool(env, config);
-  const schema = toolSchema(readSchema);
-  return {
-    description: D.READ,
-    inputSchema: schema,
-    ...sdkOptions(config),
-    execute: withSignal((input, token) => call(t.read(present(input), token)), schema),
-  };
+  return nativeCallTool(env, config, { description: D.READ, inputSchema: readSchema, method: "read" });
 }
 
 const writeSchema = s.object(
@@ -183,14 +189,7 @@ const writeSchema = s.object(
 );
 
 export function createWriteTool(env, config = {}) {
-  const t = nativeTool(env, config);
-  const schema = toolSchema(writeSchema);
-  return {
-    description: D.WRITE,
-    inputSchema: schema,
-    ...sdkOptions(config),
-    execute: withSignal(async (input, token) => settle(env, await call(t.write(present(input), token))), schema),
-  };
+  return nativeCallTool(env, config, { description: D.WRITE, inputSchema: writeSchema, method: "write", writes: true });
 }
 
 const editSchema = s.object(
@@ -204,14 +203,7 @@ const editSchema = s.object(
 );
 
 export function createEditTool(env, config = {}) {
-  const t = nativeTool(env, config);
-  const schema = toolSchema(editSchema);
-  return {
-    description: D.EDIT,
-    inputSchema: schema,
-    ...sdkOptions(config),
-    execute: withSignal(async (input, token) => settle(env, await call(t.edit(present(input), token))), schema),
-  };
+  return nativeCallTool(env, config, { description: D.EDIT, inputSchema: editSchema, method: "edit", writes: true });
 }
 
 const globSchema = s.object(
@@ -223,14 +215,7 @@ const globSchema = s.object(
 );
 
 export function createGlobTool(env, config = {}) {
-  const t = nativeTool(env, config);
-  const schema = toolSchema(globSchema);
-  return {
-    description: D.GLOB,
-    inputSchema: schema,
-    ...sdkOptions(config),
-    execute: withSignal((input, token) => call(t.glob(present(input), token)), schema),
-  };
+  return nativeCallTool(env, config, { description: D.GLOB, inputSchema: globSchema, method: "glob" });
 }
 
 const grepSchema = s.object(
@@ -256,14 +241,7 @@ const grepSchema = s.object(
 );
 
 export function createGrepTool(env, config = {}) {
-  const t = nativeTool(env, config);
-  const schema = toolSchema(grepSchema);
-  return {
-    description: D.GREP,
-    inputSchema: schema,
-    ...sdkOptions(config),
-    execute: withSignal((input, token) => call(t.grep(present(input), token)), schema),
-  };
+  return nativeCallTool(env, config, { description: D.GREP, inputSchema: grepSchema, method: "grep" });
 }
 
 const patchSchema = s.object({ patch: s.string(D.PATCH_FIELD) }, ["patch"]);

@@ -10,6 +10,7 @@ import * as D from "./descriptions.mjs";
 import { s, toolSchema } from "./schema.mjs";
 import { SDK_TOOL_KEYS, sdkOptions } from "./tools.mjs";
 import { refuseUnknownKeys } from "../config-keys.mjs";
+import { readCapped } from "../http-body.mjs";
 import { loadAi } from "./ai.mjs";
 
 export const PARALLEL_BASE_URL = "https://api.parallel.ai";
@@ -161,21 +162,7 @@ export function htmlToText(html) {
 }
 
 async function readLimited(res, limit) {
-  const reader = res.body?.getReader();
-  if (!reader) return "";
-  const chunks = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    size += value.length;
-    if (size >= limit) {
-      await reader.cancel().catch(() => {});
-      break;
-    }
-  }
-  return Buffer.concat(chunks.map((c) => Buffer.from(c))).subarray(0, limit).toString("utf8");
+  return (await readCapped(res, limit)).bytes.toString("utf8");
 }
 
 async function fetchDirect(url, signal) {

@@ -7,6 +7,7 @@ import { createConversation } from "../conversation.mjs";
 import { AgentRunController } from "../run-controller.mjs";
 import { CODING_RUN_BREAKERS, OBSERVE_ONLY_BANNER } from "./agent.mjs";
 import { turnBill } from "./bill.mjs";
+import { PEBBLE_PROTOCOL_VERSION, PEBBLE_STOP_REASONS as STOP_REASONS } from "../pebble.mjs";
 
 // The run engine (run.mjs and the transport, durable, memory, sandbox and receipt modules under it)
 // is loaded at the first turn, not before the first prompt; the CLI prefetches it while the user
@@ -125,18 +126,8 @@ export async function observeCodingTurn(session, input, overrides, onEvent, sign
 
 // ---------- Pebble v1 events ----------
 
-/** `PROTOCOL_VERSION` of the Pebble v1 turn events knap emits. */
-export const PEBBLE_PROTOCOL_VERSION = 1;
+export { PEBBLE_PROTOCOL_VERSION };
 const sequences = new WeakMap();
-const STOP_REASONS = {
-  complete: "end_turn",
-  budget_exhausted: "budget_paused",
-  wallet_revoked: "budget_paused",
-  deadline: "interrupted",
-  loop_detected: "interrupted",
-  no_progress: "interrupted",
-  call_budget_exhausted: "interrupted",
-};
 
 /** JSON of the arguments, at most 240 characters (`…` when cut). */
 export function argsSummary(args) {

@@ -206,7 +206,8 @@ impl ExecutionBackend for LocalBackend {
   }
 }
 
-async fn blocking<T: Send + 'static>(
+/// Runs blocking file work off the async workers (the backend's and the shell tools').
+pub(crate) async fn blocking<T: Send + 'static>(
   f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
 ) -> Result<T, ToolError> {
   tokio::task::spawn_blocking(f)

@@ -194,6 +194,20 @@ pub mod ai {
   ];
 }
 
+/// `cave_workspace_not_directory`: a workspace path that names a file.
+pub fn workspace_not_directory(dir: &str, owner: crate::tools::WorkspaceOwner) -> String {
+  use crate::tools::WorkspaceOwner;
+  let dir = serde_json::Value::from(dir);
+  match owner {
+    WorkspaceOwner::ShellTools => format!(
+      "cave_workspace_not_directory: shellTools workspace {dir} is not a directory\nhint: pass the directory the tools may work in (e.g. process.cwd())"
+    ),
+    WorkspaceOwner::LocalSandbox => format!(
+      "cave_workspace_not_directory: createLocalSandbox workingDirectory {dir} is not a directory\nhint: pass a directory (or a path that does not exist yet: it is created)"
+    ),
+  }
+}
+
 /// The last thing the model reads from a Glob / Grep result that was cut at `shown` entries.
 /// `total` is the full count when known, `None` when the search stopped early.
 pub fn search_truncated_note(tool: &str, shown: usize, total: Option<usize>) -> String {

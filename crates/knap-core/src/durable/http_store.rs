@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::lease::{lease_ttl, lock_lost, LeaseBook};
-use super::store::{journal_limit, locked_error, remote_journal_lines, DurableStore};
+use super::lease::{lease_ttl, lock_lost, LeaseBook, LeaseEngine, Leased};
+use super::store::{journal_limit, locked_error, remote_journal_lines};
 use super::{valid_run_id, DurableError};
 use crate::code::Code;
 use crate::exec::BoxFuture;
@@ -71,11 +71,10 @@ struct Lease {
   token: String,
 }
 
-pub struct HttpStore {
-  inner: Arc<Inner>,
-}
+/// `HttpDurableStore`: [`Leased`] over the HTTP engine.
+pub type HttpStore = Leased<HttpEngine>;
 
-struct Inner {
+pub struct HttpEngine {
   base: String,
   token: String,
   ttl_ms: u64,
@@ -115,7 +114,7 @@ fn scheme_and_host(url: &str) -> Option<(String, String)> {
   Some((scheme.to_ascii_lowercase(), host.to_ascii_lowercase()))
 }
 
-impl HttpStore {
+impl Leased<HttpEngine> {
   /// Validates the options in the reference's terms: `https:` unless the host is `localhost` or
   /// `127.0.0.1` (`cave_durable_http_insecure`), a token (`_token_required`), a lock TTL of at
   /// least 3 s (`_lock_ttl_invalid`); knap also refuses what is not a URL (`_url_invalid`) and a
@@ -170,55 +169,18 @@ impl HttpStore {
         ))
       }
     };
-    Ok(Self {
-      inner: Arc::new(Inner {
-        base,
-        token,
-        ttl_ms,
-        timeout: Duration::from_millis(timeout_ms),
-        transport,
-        book: Arc::default(),
-      }),
-    })
-  }
-
-  /// The lease TTL in ms.
-  pub fn lock_ttl_ms(&self) -> u64 {
-    self.inner.ttl_ms
-  }
-
-  pub async fn load(&self, run_id: &str) -> Result<Vec<String>, DurableError> {
-    self.inner.load(run_id).await
-  }
-
-  pub async fn append(&self, run_id: &str, data: String) -> Result<(), DurableError> {
-    self.inner.append(run_id, data).await
-  }
-
-  /// Takes the run's lease and starts renewing it; returns the lease's id for [`Self::release`].
-  pub async fn acquire_lease(&self, run_id: &str) -> Result<u64, DurableError> {
-    Inner::acquire(&self.inner, run_id).await
-  }
-
-  /// Gives the lease back (`id`: only that lease, not a later one of the same run).
-  pub async fn release(&self, run_id: &str, id: Option<u64>) -> Result<(), DurableError> {
-    self.inner.release(run_id, id).await
-  }
-
-  pub async fn list(&self) -> Result<Vec<String>, DurableError> {
-    self.inner.list().await
+    Ok(Leased::over(HttpEngine {
+      base,
+      token,
+      ttl_ms,
+      timeout: Duration::from_millis(timeout_ms),
+      transport,
+      book: Arc::default(),
+    }))
   }
 }
 
-fn check(run_id: &str) -> Result<(), DurableError> {
-  if valid_run_id(run_id) {
-    Ok(())
-  } else {
-    Err(super::run_id_error())
-  }
-}
-
-impl Inner {
+impl HttpEngine {
   fn url(&self, path: &str) -> String {
     format!("{}{path}", self.base)
   }
@@ -256,8 +218,32 @@ impl Inner {
     }
   }
 
+  async fn renew(&self, run_id: &str, token: &str) -> Result<(), DurableError> {
+    let path = format!("/runs/{run_id}/lock/renew");
+    let lost = |why: String| {
+      DurableError::coded(
+        Code::DurableHttpLockLost,
+        format!("the lease of run \"{run_id}\" could not be renewed ({why}); appends are refused"),
+      )
+    };
+    let r = self
+      .send(
+        "POST",
+        &path,
+        Some(json!({ "token": token, "ttlMs": self.ttl_ms })),
+        DURABLE_HTTP_LOCK_RESPONSE_MAX_BYTES,
+      )
+      .await
+      .map_err(lost)?;
+    match r.status {
+      204 => Ok(()),
+      s => Err(lost(format!("POST {} answered HTTP {s}", self.url(&path)))),
+    }
+  }
+}
+
+impl LeaseEngine for HttpEngine {
   async fn load(&self, run_id: &str) -> Result<Vec<String>, DurableError> {
-    check(run_id)?;
     let path = format!("/runs/{run_id}/journal");
     let code = Code::DurableHttpLoadFailed;
     let r = self
@@ -273,7 +259,6 @@ impl Inner {
   }
 
   async fn append(&self, run_id: &str, data: String) -> Result<(), DurableError> {
-    check(run_id)?;
     if let Some(lost) = self.book.lost(run_id) {
       return Err(lost);
     }
@@ -300,8 +285,7 @@ impl Inner {
     }
   }
 
-  async fn acquire(self: &Arc<Self>, run_id: &str) -> Result<u64, DurableError> {
-    check(run_id)?;
+  async fn acquire(self: Arc<Self>, run_id: &str) -> Result<u64, DurableError> {
     let path = format!("/runs/{run_id}/lock");
     let code = Code::DurableHttpLockFailed;
     let r = self
@@ -340,49 +324,12 @@ impl Inner {
     if !expires_ok {
       return Err(invalid("expiresAt"));
     }
-    let inner = Arc::downgrade(self);
-    let run = run_id.to_string();
     let renewing = token.clone();
-    let id = self.book.hold(
-      run_id,
-      Lease { token },
-      Duration::from_millis((self.ttl_ms / 3).max(1)),
-      move |_| {
-        let inner = inner.clone();
-        let run = run.clone();
-        let token = renewing.clone();
-        async move {
-          match inner.upgrade() {
-            Some(inner) => inner.renew(&run, &token).await,
-            None => Ok(()),
-          }
-        }
-      },
-    );
+    let id = self.book.hold_for(&self, run_id, Lease { token }, self.ttl_ms, move |engine, run, _| {
+      let token = renewing.clone();
+      async move { engine.renew(&run, &token).await }
+    });
     Ok(id)
-  }
-
-  async fn renew(&self, run_id: &str, token: &str) -> Result<(), DurableError> {
-    let path = format!("/runs/{run_id}/lock/renew");
-    let lost = |why: String| {
-      DurableError::coded(
-        Code::DurableHttpLockLost,
-        format!("the lease of run \"{run_id}\" could not be renewed ({why}); appends are refused"),
-      )
-    };
-    let r = self
-      .send(
-        "POST",
-        &path,
-        Some(json!({ "token": token, "ttlMs": self.ttl_ms })),
-        DURABLE_HTTP_LOCK_RESPONSE_MAX_BYTES,
-      )
-      .await
-      .map_err(lost)?;
-    match r.status {
-      204 => Ok(()),
-      s => Err(lost(format!("POST {} answered HTTP {s}", self.url(&path)))),
-    }
   }
 
   async fn release(&self, run_id: &str, id: Option<u64>) -> Result<(), DurableError> {
@@ -444,39 +391,6 @@ impl Inner {
     out.sort();
     out.dedup();
     Ok(out)
-  }
-}
-
-impl DurableStore for HttpStore {
-  fn load(&self, run_id: &str) -> BoxFuture<Result<Vec<String>, DurableError>> {
-    let (inner, run) = (self.inner.clone(), run_id.to_string());
-    Box::pin(async move { inner.load(&run).await })
-  }
-
-  fn append(&self, run_id: &str, data: String) -> BoxFuture<Result<(), DurableError>> {
-    let (inner, run) = (self.inner.clone(), run_id.to_string());
-    Box::pin(async move { inner.append(&run, data).await })
-  }
-
-  fn acquire(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
-    let (inner, run) = (self.inner.clone(), run_id.to_string());
-    Box::pin(async move { Inner::acquire(&inner, &run).await.map(|_| ()) })
-  }
-
-  fn release(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
-    let (inner, run) = (self.inner.clone(), run_id.to_string());
-    Box::pin(async move { inner.release(&run, None).await })
-  }
-
-  /// Gives back a lease still held (as the SQL store's close).
-  fn close(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
-    let (inner, run) = (self.inner.clone(), run_id.to_string());
-    Box::pin(async move { inner.release(&run, None).await })
-  }
-
-  fn list(&self) -> Option<BoxFuture<Result<Vec<String>, DurableError>>> {
-    let inner = self.inner.clone();
-    Some(Box::pin(async move { inner.list().await }))
   }
 }
 

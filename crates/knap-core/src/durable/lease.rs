@@ -1,7 +1,8 @@
-//! What the lease-based remote stores (HTTP, object storage) share: the leases this store
-//! instance holds, each renewed every third of its TTL by a task of its own, and the sticky
-//! "lease lost" error a failed renewal leaves behind, which refuses every later append of that
-//! run (the reference's poisoning) until the run is acquired again.
+//! What the lease-based remote stores (HTTP, object storage) share: the store itself over an
+//! engine ([`Leased`]: run-id checks, the [`DurableStore`] and [`LeaseStore`] faces), the leases
+//! this store instance holds, each renewed every third of its TTL by a task of its own, and the
+//! sticky "lease lost" error a failed renewal leaves behind, which refuses every later append of
+//! that run (the reference's poisoning) until the run is acquired again.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,17 +12,13 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::DurableError;
+use super::store::DurableStore;
+// Lease expiries are wall-clock instants shared across machines.
+pub use super::record::now_ms;
+use super::{check_run_id, DurableError};
 use crate::code::Code;
+use crate::exec::BoxFuture;
 use crate::limits::{DURABLE_LEASE_TTL_DEFAULT_MS, DURABLE_LEASE_TTL_MIN_MS};
-
-/// Milliseconds since the epoch (lease expiries are wall-clock instants shared across machines).
-pub fn now_ms() -> u64 {
-  std::time::SystemTime::now()
-    .duration_since(std::time::UNIX_EPOCH)
-    .map(|d| d.as_millis() as u64)
-    .unwrap_or(0)
-}
 
 /// A lease TTL option: absent → 30 s; else a safe integer of at least 3 s, or `code`.
 pub fn lease_ttl(value: Option<f64>, code: Code, name: &str) -> Result<u64, DurableError> {
@@ -176,11 +173,151 @@ impl<L: Clone + Send + 'static> LeaseBook<L> {
   }
 }
 
+impl<L: Clone + Send + 'static> LeaseBook<L> {
+  /// [`Self::hold`] renewed every third of `ttl_ms` by `renew(engine, run id, lease id)`, for
+  /// as long as `engine` lives (a dropped store renews nothing).
+  pub fn hold_for<E, F, Fut>(self: &Arc<Self>, engine: &Arc<E>, run_id: &str, lease: L, ttl_ms: u64, renew: F) -> u64
+  where
+    E: Send + Sync + 'static,
+    F: Fn(Arc<E>, String, u64) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), DurableError>> + Send,
+  {
+    let engine = Arc::downgrade(engine);
+    let run = run_id.to_string();
+    let period = Duration::from_millis((ttl_ms / 3).max(1));
+    self.hold(run_id, lease, period, move |id| {
+      let renewal = engine.upgrade().map(|e| renew(e, run.clone(), id));
+      async move {
+        match renewal {
+          Some(r) => r.await,
+          None => Ok(()),
+        }
+      }
+    })
+  }
+}
+
 impl<L> Drop for LeaseBook<L> {
   fn drop(&mut self) {
     for h in self.held.lock().unwrap_or_else(|e| e.into_inner()).values() {
       h.stop.cancel();
     }
+  }
+}
+
+/// The engine of a lease-based store: its operations, called by [`Leased`] with the run id
+/// already checked where one names a run to read, write or lock.
+pub trait LeaseEngine: Send + Sync + 'static {
+  fn load(&self, run_id: &str) -> impl Future<Output = Result<Vec<String>, DurableError>> + Send;
+  fn append(&self, run_id: &str, data: String) -> impl Future<Output = Result<(), DurableError>> + Send;
+  /// Takes the run's lease and starts renewing it; resolves to the lease's id.
+  fn acquire(self: Arc<Self>, run_id: &str) -> impl Future<Output = Result<u64, DurableError>> + Send;
+  /// Gives lease `id` back (any lease of the run when `None`).
+  fn release(&self, run_id: &str, id: Option<u64>) -> impl Future<Output = Result<(), DurableError>> + Send;
+  /// Gives back a lease still held (as the SQL store's close); an engine adds what it caches.
+  fn close(&self, run_id: &str) -> impl Future<Output = Result<(), DurableError>> + Send {
+    self.release(run_id, None)
+  }
+  fn list(&self) -> impl Future<Output = Result<Vec<String>, DurableError>> + Send;
+}
+
+/// A lease-based store over its engine (`HttpStore`, `ObjectStore`).
+pub struct Leased<E>(Arc<E>);
+
+impl<E> Clone for Leased<E> {
+  fn clone(&self) -> Self {
+    Self(self.0.clone())
+  }
+}
+
+impl<E: LeaseEngine> Leased<E> {
+  pub(super) fn over(engine: E) -> Self {
+    Self(Arc::new(engine))
+  }
+
+  pub(super) fn engine(&self) -> &E {
+    &self.0
+  }
+
+  pub async fn load(&self, run_id: &str) -> Result<Vec<String>, DurableError> {
+    check_run_id(run_id)?;
+    self.0.load(run_id).await
+  }
+
+  pub async fn append(&self, run_id: &str, data: String) -> Result<(), DurableError> {
+    check_run_id(run_id)?;
+    self.0.append(run_id, data).await
+  }
+
+  /// Takes the run's lease and starts renewing it; returns the lease's id for [`Self::release`].
+  pub async fn acquire_lease(&self, run_id: &str) -> Result<u64, DurableError> {
+    check_run_id(run_id)?;
+    self.0.clone().acquire(run_id).await
+  }
+
+  /// Gives the lease back (`id`: only that lease, not a later one of the same run).
+  pub async fn release(&self, run_id: &str, id: Option<u64>) -> Result<(), DurableError> {
+    self.0.release(run_id, id).await
+  }
+
+  pub async fn close(&self, run_id: &str) -> Result<(), DurableError> {
+    self.0.close(run_id).await
+  }
+
+  pub async fn list(&self) -> Result<Vec<String>, DurableError> {
+    self.0.list().await
+  }
+}
+
+impl<E: LeaseEngine> DurableStore for Leased<E> {
+  fn load(&self, run_id: &str) -> BoxFuture<Result<Vec<String>, DurableError>> {
+    let (s, run) = (self.clone(), run_id.to_string());
+    Box::pin(async move { s.load(&run).await })
+  }
+
+  fn append(&self, run_id: &str, data: String) -> BoxFuture<Result<(), DurableError>> {
+    let (s, run) = (self.clone(), run_id.to_string());
+    Box::pin(async move { s.append(&run, data).await })
+  }
+
+  fn acquire(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
+    let (s, run) = (self.clone(), run_id.to_string());
+    Box::pin(async move { s.acquire_lease(&run).await.map(|_| ()) })
+  }
+
+  fn release(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
+    let (s, run) = (self.clone(), run_id.to_string());
+    Box::pin(async move { s.release(&run, None).await })
+  }
+
+  fn close(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
+    let (s, run) = (self.clone(), run_id.to_string());
+    Box::pin(async move { s.close(&run).await })
+  }
+
+  fn list(&self) -> Option<BoxFuture<Result<Vec<String>, DurableError>>> {
+    let s = self.clone();
+    Some(Box::pin(async move { s.list().await }))
+  }
+}
+
+/// A lease-based store as one object type, whichever its engine: the [`DurableStore`]
+/// operations plus lease ids, so a caller gives back only the lease it took (the JS stores'
+/// `acquire()` → release function).
+pub trait LeaseStore: DurableStore {
+  fn acquire_lease(&self, run_id: &str) -> BoxFuture<Result<u64, DurableError>>;
+  fn release_lease(&self, run_id: &str, id: Option<u64>) -> BoxFuture<Result<(), DurableError>>;
+}
+
+impl<E: LeaseEngine> LeaseStore for Leased<E> {
+  fn acquire_lease(&self, run_id: &str) -> BoxFuture<Result<u64, DurableError>> {
+    let (s, run) = (self.clone(), run_id.to_string());
+    Box::pin(async move { Leased::acquire_lease(&s, &run).await })
+  }
+
+  fn release_lease(&self, run_id: &str, id: Option<u64>) -> BoxFuture<Result<(), DurableError>> {
+    let (s, run) = (self.clone(), run_id.to_string());
+    Box::pin(async move { s.release(&run, id).await })
   }
 }
 

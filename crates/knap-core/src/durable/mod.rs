@@ -28,6 +28,15 @@ pub fn valid_run_id(id: &str) -> bool {
       .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
+/// `Ok` for a valid run id, else [`run_id_error`].
+pub fn check_run_id(run_id: &str) -> Result<(), DurableError> {
+  if valid_run_id(run_id) {
+    Ok(())
+  } else {
+    Err(run_id_error())
+  }
+}
+
 pub fn run_id_error() -> DurableError {
   DurableError::coded(
     Code::DurableRunIdInvalid,

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::lease::{lease_ttl, lock_lost, now_ms, LeaseBook};
-use super::store::{journal_limit, locked_error, remote_journal_lines, DurableStore};
+use super::lease::{lease_ttl, lock_lost, now_ms, LeaseBook, LeaseEngine, Leased};
+use super::store::{journal_limit, locked_error, remote_journal_lines};
 use super::{valid_run_id, DurableError};
 use crate::code::Code;
 use crate::exec::BoxFuture;
@@ -69,11 +69,10 @@ struct Known {
   bytes: usize,
 }
 
-pub struct ObjectStore {
-  inner: Arc<Inner>,
-}
+/// `ObjectDurableStore`: [`Leased`] over the object-storage engine.
+pub type ObjectStore = Leased<ObjectEngine>;
 
-struct Inner {
+pub struct ObjectEngine {
   storage: Arc<dyn ObjectStorage>,
   prefix: String,
   conditional_put: bool,
@@ -82,14 +81,6 @@ struct Inner {
   known: Mutex<HashMap<String, Known>>,
   /// One append at a time per run from this instance (the others would only collide).
   appending: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-fn check(run_id: &str) -> Result<(), DurableError> {
-  if valid_run_id(run_id) {
-    Ok(())
-  } else {
-    Err(super::run_id_error())
-  }
 }
 
 /// A storage failure, named by the step it broke. Adapters report their errors as
@@ -103,7 +94,7 @@ fn store_failed(what: &str, e: DurableError) -> DurableError {
   }
 }
 
-impl ObjectStore {
+impl Leased<ObjectEngine> {
   pub fn new(options: ObjectStoreOptions, storage: Arc<dyn ObjectStorage>) -> Result<Self, DurableError> {
     let prefix = options
       .prefix
@@ -119,57 +110,23 @@ impl ObjectStore {
       Code::DurableObjectLeaseTtlInvalid,
       "leaseTtlMs",
     )?;
-    Ok(Self {
-      inner: Arc::new(Inner {
-        storage,
-        prefix,
-        conditional_put: options.conditional_put,
-        ttl_ms,
-        book: Arc::default(),
-        known: Mutex::default(),
-        appending: Mutex::default(),
-      }),
-    })
+    Ok(Leased::over(ObjectEngine {
+      storage,
+      prefix,
+      conditional_put: options.conditional_put,
+      ttl_ms,
+      book: Arc::default(),
+      known: Mutex::default(),
+      appending: Mutex::default(),
+    }))
   }
 
   pub fn prefix(&self) -> &str {
-    &self.inner.prefix
-  }
-
-  pub async fn load(&self, run_id: &str) -> Result<Vec<String>, DurableError> {
-    self.inner.load(run_id).await
-  }
-
-  pub async fn append(&self, run_id: &str, data: String) -> Result<(), DurableError> {
-    self.inner.append(run_id, data).await
-  }
-
-  /// Takes the run's lease and starts renewing it; returns the lease's id for [`Self::release`].
-  pub async fn acquire_lease(&self, run_id: &str) -> Result<u64, DurableError> {
-    Inner::acquire(&self.inner, run_id).await
-  }
-
-  pub async fn release(&self, run_id: &str, id: Option<u64>) -> Result<(), DurableError> {
-    self.inner.release(run_id, id).await
-  }
-
-  pub async fn close(&self, run_id: &str) -> Result<(), DurableError> {
-    self.inner.release(run_id, None).await?;
-    self
-      .inner
-      .known
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
-      .remove(run_id);
-    Ok(())
-  }
-
-  pub async fn list(&self) -> Result<Vec<String>, DurableError> {
-    self.inner.list().await
+    &self.engine().prefix
   }
 }
 
-impl Inner {
+impl ObjectEngine {
   fn journal_prefix(&self, run_id: &str) -> String {
     format!("{}{run_id}/journal/", self.prefix)
   }
@@ -245,8 +202,83 @@ impl Inner {
       .insert(run_id.to_string(), known);
   }
 
+  /// While this instance holds the run's lease: its key must still be the newest generation and
+  /// its expiry not passed, else the lease is lost (`cave_durable_run_lock_lost`, sticky).
+  async fn prove_held(&self, run_id: &str) -> Result<(), DurableError> {
+    if let Some(lost) = self.book.lost(run_id) {
+      return Err(lost);
+    }
+    let Some((id, lease)) = self.book.get(run_id) else {
+      return Ok(());
+    };
+    let newest = self.newest_generation(run_id).await?;
+    if newest.map(|(g, _)| g) != Some(lease.generation) || now_ms() >= lease.expires_at {
+      self.book.lose(run_id, id, lock_lost(run_id));
+      return Err(lock_lost(run_id));
+    }
+    Ok(())
+  }
+
+  /// The newest lease generation of a run, with its key.
+  async fn newest_generation(&self, run_id: &str) -> Result<Option<(u64, String)>, DurableError> {
+    let prefix = self.lease_prefix(run_id);
+    let keys = self
+      .storage
+      .list(prefix.clone())
+      .await
+      .map_err(|e| store_failed("list leases", e))?;
+    let mut newest: Option<(u64, String)> = None;
+    for key in keys {
+      let Some(rest) = key.strip_prefix(&prefix) else {
+        continue;
+      };
+      let generation = (!rest.is_empty() && rest.len() <= 19 && rest.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| rest.parse::<u64>().ok())
+        .flatten()
+        .ok_or_else(|| {
+          DurableError::coded(
+            Code::DurableObjectLeaseInvalid,
+            format!("lease object {} has a non-numeric generation", json!(key)),
+          )
+        })?;
+      if newest.as_ref().is_none_or(|(g, _)| generation > *g) {
+        newest = Some((generation, key));
+      }
+    }
+    Ok(newest)
+  }
+
+  fn lease_body(owner: &str, expires_at: u64) -> Vec<u8> {
+    json!({ "owner": owner, "expiresAt": expires_at })
+      .to_string()
+      .into_bytes()
+  }
+
+  async fn renew(&self, run_id: &str, id: u64) -> Result<(), DurableError> {
+    let Some((_, lease)) = self.book.get(run_id).filter(|(i, _)| *i == id) else {
+      return Ok(());
+    };
+    let newest = self
+      .newest_generation(run_id)
+      .await
+      .map_err(|_| lock_lost(run_id))?;
+    if newest.map(|(g, _)| g) != Some(lease.generation) || now_ms() >= lease.expires_at {
+      return Err(lock_lost(run_id));
+    }
+    let expires_at = now_ms() + self.ttl_ms;
+    let key = format!("{}{:012}", self.lease_prefix(run_id), lease.generation);
+    self
+      .storage
+      .put(key, Self::lease_body(&lease.owner, expires_at), None)
+      .await
+      .map_err(|_| lock_lost(run_id))?;
+    self.book.update(run_id, id, |l| l.expires_at = expires_at);
+    Ok(())
+  }
+}
+
+impl LeaseEngine for ObjectEngine {
   async fn load(&self, run_id: &str) -> Result<Vec<String>, DurableError> {
-    check(run_id)?;
     let mut text = Vec::new();
     let mut next = 0;
     for (seq, key) in self.chunks(run_id).await? {
@@ -269,25 +301,7 @@ impl Inner {
     Ok(lines)
   }
 
-  /// While this instance holds the run's lease: its key must still be the newest generation and
-  /// its expiry not passed, else the lease is lost (`cave_durable_run_lock_lost`, sticky).
-  async fn prove_held(&self, run_id: &str) -> Result<(), DurableError> {
-    if let Some(lost) = self.book.lost(run_id) {
-      return Err(lost);
-    }
-    let Some((id, lease)) = self.book.get(run_id) else {
-      return Ok(());
-    };
-    let newest = self.newest_generation(run_id).await?;
-    if newest.map(|(g, _)| g) != Some(lease.generation) || now_ms() >= lease.expires_at {
-      self.book.lose(run_id, id, lock_lost(run_id));
-      return Err(lock_lost(run_id));
-    }
-    Ok(())
-  }
-
   async fn append(&self, run_id: &str, data: String) -> Result<(), DurableError> {
-    check(run_id)?;
     let turn = self
       .appending
       .lock()
@@ -340,43 +354,7 @@ impl Inner {
     ))
   }
 
-  /// The newest lease generation of a run, with its key.
-  async fn newest_generation(&self, run_id: &str) -> Result<Option<(u64, String)>, DurableError> {
-    let prefix = self.lease_prefix(run_id);
-    let keys = self
-      .storage
-      .list(prefix.clone())
-      .await
-      .map_err(|e| store_failed("list leases", e))?;
-    let mut newest: Option<(u64, String)> = None;
-    for key in keys {
-      let Some(rest) = key.strip_prefix(&prefix) else {
-        continue;
-      };
-      let generation = (!rest.is_empty() && rest.len() <= 19 && rest.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| rest.parse::<u64>().ok())
-        .flatten()
-        .ok_or_else(|| {
-          DurableError::coded(
-            Code::DurableObjectLeaseInvalid,
-            format!("lease object {} has a non-numeric generation", json!(key)),
-          )
-        })?;
-      if newest.as_ref().is_none_or(|(g, _)| generation > *g) {
-        newest = Some((generation, key));
-      }
-    }
-    Ok(newest)
-  }
-
-  fn lease_body(owner: &str, expires_at: u64) -> Vec<u8> {
-    json!({ "owner": owner, "expiresAt": expires_at })
-      .to_string()
-      .into_bytes()
-  }
-
-  async fn acquire(self: &Arc<Self>, run_id: &str) -> Result<u64, DurableError> {
-    check(run_id)?;
+  async fn acquire(self: Arc<Self>, run_id: &str) -> Result<u64, DurableError> {
     if !self.conditional_put {
       return Err(DurableError::coded(
         Code::DurableObjectConditionalPutRequired,
@@ -427,50 +405,15 @@ impl Inner {
     if !created {
       return Err(locked_error(run_id));
     }
-    let inner = Arc::downgrade(self);
-    let run = run_id.to_string();
-    let id = self.book.hold(
-      run_id,
-      Lease {
-        generation: next,
-        owner,
-        expires_at,
-      },
-      Duration::from_millis((self.ttl_ms / 3).max(1)),
-      move |id| {
-        let inner = inner.clone();
-        let run = run.clone();
-        async move {
-          match inner.upgrade() {
-            Some(inner) => inner.renew(&run, id).await,
-            None => Ok(()),
-          }
-        }
-      },
-    );
-    Ok(id)
-  }
-
-  async fn renew(&self, run_id: &str, id: u64) -> Result<(), DurableError> {
-    let Some((_, lease)) = self.book.get(run_id).filter(|(i, _)| *i == id) else {
-      return Ok(());
+    let lease = Lease {
+      generation: next,
+      owner,
+      expires_at,
     };
-    let newest = self
-      .newest_generation(run_id)
-      .await
-      .map_err(|_| lock_lost(run_id))?;
-    if newest.map(|(g, _)| g) != Some(lease.generation) || now_ms() >= lease.expires_at {
-      return Err(lock_lost(run_id));
-    }
-    let expires_at = now_ms() + self.ttl_ms;
-    let key = format!("{}{:012}", self.lease_prefix(run_id), lease.generation);
-    self
-      .storage
-      .put(key, Self::lease_body(&lease.owner, expires_at), None)
-      .await
-      .map_err(|_| lock_lost(run_id))?;
-    self.book.update(run_id, id, |l| l.expires_at = expires_at);
-    Ok(())
+    let id = self.book.hold_for(&self, run_id, lease, self.ttl_ms, |engine, run, id| async move {
+      engine.renew(&run, id).await
+    });
+    Ok(id)
   }
 
   async fn release(&self, run_id: &str, id: Option<u64>) -> Result<(), DurableError> {
@@ -487,6 +430,12 @@ impl Inner {
       .put(key, Self::lease_body(&lease.owner, 0), None)
       .await
       .map_err(|e| store_failed("release lease", e))?;
+    Ok(())
+  }
+
+  async fn close(&self, run_id: &str) -> Result<(), DurableError> {
+    self.release(run_id, None).await?;
+    self.known.lock().unwrap_or_else(|e| e.into_inner()).remove(run_id);
     Ok(())
   }
 
@@ -507,42 +456,6 @@ impl Inner {
     ids.sort();
     ids.dedup();
     Ok(ids)
-  }
-}
-
-impl DurableStore for ObjectStore {
-  fn load(&self, run_id: &str) -> BoxFuture<Result<Vec<String>, DurableError>> {
-    let (inner, run) = (self.inner.clone(), run_id.to_string());
-    Box::pin(async move { inner.load(&run).await })
-  }
-
-  fn append(&self, run_id: &str, data: String) -> BoxFuture<Result<(), DurableError>> {
-    let (inner, run) = (self.inner.clone(), run_id.to_string());
-    Box::pin(async move { inner.append(&run, data).await })
-  }
-
-  fn acquire(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
-    let (inner, run) = (self.inner.clone(), run_id.to_string());
-    Box::pin(async move { Inner::acquire(&inner, &run).await.map(|_| ()) })
-  }
-
-  fn release(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
-    let (inner, run) = (self.inner.clone(), run_id.to_string());
-    Box::pin(async move { inner.release(&run, None).await })
-  }
-
-  fn close(&self, run_id: &str) -> BoxFuture<Result<(), DurableError>> {
-    let (inner, run) = (self.inner.clone(), run_id.to_string());
-    Box::pin(async move {
-      inner.release(&run, None).await?;
-      inner.known.lock().unwrap_or_else(|e| e.into_inner()).remove(&run);
-      Ok(())
-    })
-  }
-
-  fn list(&self) -> Option<BoxFuture<Result<Vec<String>, DurableError>>> {
-    let inner = self.inner.clone();
-    Some(Box::pin(async move { inner.list().await }))
   }
 }
 

@@ -259,13 +259,18 @@ pub(crate) fn corrupt(detail: impl std::fmt::Display) -> DurableError {
   DurableError::coded(Code::DurableJournalCorrupt, detail)
 }
 
+/// `Date.now()`: wall-clock milliseconds since the epoch (the one clock of journal times,
+/// message timestamps and lease expiries, which other processes compare).
+pub fn now_ms() -> u64 {
+  std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .map(|d| d.as_millis() as u64)
+    .unwrap_or(0)
+}
+
 /// `new Date().toISOString()`.
 pub fn iso_now() -> String {
-  let ms = std::time::SystemTime::now()
-    .duration_since(std::time::UNIX_EPOCH)
-    .map(|d| d.as_millis() as i64)
-    .unwrap_or(0);
-  iso_from_ms(ms)
+  iso_from_ms(now_ms() as i64)
 }
 
 pub fn iso_from_ms(ms: i64) -> String {

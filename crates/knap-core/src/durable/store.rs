@@ -104,14 +104,6 @@ impl DiskStore {
     self.root.join(Self::run_dir_name(run_id))
   }
 
-  fn check(run_id: &str) -> Result<(), DurableError> {
-    if valid_run_id(run_id) {
-      Ok(())
-    } else {
-      Err(super::run_id_error())
-    }
-  }
-
   /// The run's directory, opened without following a symlink in its place (the root itself is
   /// the caller's path and is followed). `None` when it does not exist and `create` is false.
   fn open_run_dir(&self, run_id: &str, create: bool) -> Result<Option<OwnedFd>, DurableError> {
@@ -149,7 +141,7 @@ impl DiskStore {
   /// torn append: every line before it validates and it is a JSON object cut short. Anything else
   /// is `cave_durable_journal_corrupt` and the file is left byte for byte as it was.
   pub fn load_sync(&self, run_id: &str) -> Result<Vec<String>, DurableError> {
-    Self::check(run_id)?;
+    super::check_run_id(run_id)?;
     let Some(dir) = self.open_run_dir(run_id, false)? else {
       return Ok(Vec::new());
     };
@@ -214,7 +206,7 @@ impl DiskStore {
   }
 
   pub fn append_sync(&self, run_id: &str, data: &str) -> Result<(), DurableError> {
-    Self::check(run_id)?;
+    super::check_run_id(run_id)?;
     let file = self.file_for(run_id)?;
     let mut f = file.lock().unwrap_or_else(|e| e.into_inner());
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -234,7 +226,7 @@ impl DiskStore {
   /// renaming a directory that already holds `owner.json` into place. The owner keeps an `flock`
   /// on its `owner.json` while it holds the lock (see [`lock_state`] for how owners are judged).
   pub fn acquire_sync(&self, run_id: &str) -> Result<(), DurableError> {
-    Self::check(run_id)?;
+    super::check_run_id(run_id)?;
     let dir = self
       .open_run_dir(run_id, true)?
       .ok_or_else(|| DurableError::coded("cave_durable_store_failed", "run directory vanished"))?;
@@ -279,7 +271,7 @@ impl DiskStore {
 
   /// Gives the lock back if this process owns it (moved aside atomically, then deleted).
   pub fn release_sync(&self, run_id: &str) -> Result<(), DurableError> {
-    Self::check(run_id)?;
+    super::check_run_id(run_id)?;
     let Some(dir) = self.open_run_dir(run_id, false)? else {
       return Ok(());
     };
@@ -302,7 +294,7 @@ impl DiskStore {
   /// that would let two processes drive the run). Returns whether a lock was removed. Call it
   /// only when you know no process is driving the run.
   pub fn break_lock_sync(&self, run_id: &str) -> Result<bool, DurableError> {
-    Self::check(run_id)?;
+    super::check_run_id(run_id)?;
     let Some(dir) = self.open_run_dir(run_id, false)? else {
       return Ok(false);
     };
@@ -759,10 +751,7 @@ fn lock_state(dir: &OwnedFd) -> LockState {
       newest = newest.max(ost.st_mtime);
     }
   }
-  let now = std::time::SystemTime::now()
-    .duration_since(std::time::UNIX_EPOCH)
-    .map(|d| d.as_secs() as i64)
-    .unwrap_or(0);
+  let now = (super::record::now_ms() / 1000) as i64;
   if now - (newest as i64) > DURABLE_LOCK_SETTLE.as_secs() as i64 {
     LockState::Stale
   } else {

@@ -252,11 +252,7 @@ impl ToolResultDetails {
 
 /// `Date.now()`-style milliseconds.
 pub fn now_ms() -> Number {
-  let ms = std::time::SystemTime::now()
-    .duration_since(std::time::UNIX_EPOCH)
-    .map(|d| d.as_millis() as u64)
-    .unwrap_or(0);
-  Number::from(ms)
+  Number::from(crate::durable::record::now_ms())
 }
 
 /// A positive finite count from a usage number (Pi may report floats or garbage).

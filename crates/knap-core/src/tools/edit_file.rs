@@ -6,7 +6,6 @@ use serde_json::Value;
 
 use super::args::Args;
 use super::{blocking, ShellToolName, ShellTools, ToolOutput};
-use crate::cap::cap_output;
 use crate::edit::{replace_literal, Miss, LOSSY_HINT};
 use crate::error::{Caveman, ToolError};
 use crate::limits::EDIT_FILE_MAX_BYTES;
@@ -101,11 +100,10 @@ fn apply(
 
 fn edited(tools: &ShellTools, path: &str, replacements: usize) -> ToolOutput {
   let plural = if replacements == 1 { "" } else { "s" };
-  let text = cap_output(
+  tools.short_output(
+    ShellToolName::EditFile,
     &format!("edited {path}: {replacements} replacement{plural}"),
-    tools.cap(ShellToolName::EditFile),
-  );
-  ToolOutput { text, label: None }
+  )
 }
 
 /// On a non-local backend: `readFile(abs)`, then `writeFile(abs, bytes)`.
@@ -116,11 +114,7 @@ async fn run_remote(
   new: String,
   replace_all: bool,
 ) -> Result<ToolOutput, ToolError> {
-  let abs = tools
-    .workspace()
-    .resolve_lexical(&path)?
-    .to_string_lossy()
-    .into_owned();
+  let abs = tools.remote_path(&path)?;
   let bytes = tools.backend.read_file(abs.clone(), None).await?;
   if bytes.len() > EDIT_FILE_MAX_BYTES {
     return Err(ToolError::caveman(Caveman::EditFileTooLarge {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cap::Recovery;
 use crate::command_session::CommandSessionRuntime;
 use crate::error::ToolError;
-use crate::exec::{ExecutionBackend, LocalBackend};
+use crate::exec::{blocking, ExecutionBackend, LocalBackend};
 use crate::limits::*;
 use crate::store::OutputStore;
 use crate::text;
@@ -119,6 +119,28 @@ impl ShellToolsConfig {
   }
 }
 
+/// Who names a local workspace (the refusal's text names it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkspaceOwner {
+  /// `shellTools({ workspace })`.
+  ShellTools,
+  /// `createLocalSandbox({ workingDirectory })`.
+  LocalSandbox,
+}
+
+/// A local workspace that exists but is not a directory can never work: refused at once
+/// (`cave_workspace_not_directory`). A missing one passes: `shellTools` fails at first use, as
+/// the reference canonicalizes lazily, and the local sandbox creates it.
+pub fn check_workspace_dir(dir: &str, owner: WorkspaceOwner) -> Result<(), ToolError> {
+  match std::fs::metadata(dir) {
+    Ok(m) if !m.is_dir() => Err(ToolError::new(
+      "cave_workspace_not_directory",
+      text::workspace_not_directory(dir, owner),
+    )),
+    _ => Ok(()),
+  }
+}
+
 /// A tool's public description (the plain tool object's fields, minus `execute`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolSpec {
@@ -212,6 +234,16 @@ impl ShellTools {
 
   pub fn cap(&self, tool: ShellToolName) -> usize {
     self.caps[tool as usize]
+  }
+
+  /// A one-line result of `tool`, cut to its output cap.
+  fn short_output(&self, tool: ShellToolName, line: &str) -> ToolOutput {
+    ToolOutput { text: crate::cap::cap_output(line, self.cap(tool)), label: None }
+  }
+
+  /// The absolute path a non-local backend is given for `path` (lexical: the backend resolves).
+  fn remote_path(&self, path: &str) -> Result<String, ToolError> {
+    Ok(self.workspace.resolve_lexical(path)?.to_string_lossy().into_owned())
   }
 
   pub fn workspace(&self) -> &Workspace {
@@ -382,14 +414,6 @@ fn bash_session_schema() -> Value {
   ]})
 }
 
-/// Runs blocking file work off the async workers.
-async fn blocking<T: Send + 'static>(
-  f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
-) -> Result<T, ToolError> {
-  tokio::task::spawn_blocking(f)
-    .await
-    .unwrap_or_else(|e| Err(ToolError::new("cave_internal", e.to_string())))
-}
 
 #[cfg(test)]
 mod remote_tests;

@@ -1412,3 +1412,22 @@ async fn missing_workspace_is_enoent_at_first_use() {
     .unwrap();
   assert_eq!(out.text, "1\tx");
 }
+
+#[test]
+fn a_workspace_that_names_a_file_is_refused_a_missing_one_passes() {
+  let dir = tempfile::tempdir().unwrap();
+  let file = dir.path().join("f.txt");
+  std::fs::write(&file, "x").unwrap();
+  let file = file.to_str().unwrap();
+  let e = check_workspace_dir(file, WorkspaceOwner::ShellTools).unwrap_err();
+  assert_eq!(e.code, "cave_workspace_not_directory");
+  assert_eq!(
+    e.message,
+    format!("cave_workspace_not_directory: shellTools workspace \"{file}\" is not a directory\nhint: pass the directory the tools may work in (e.g. process.cwd())")
+  );
+  let e = check_workspace_dir(file, WorkspaceOwner::LocalSandbox).unwrap_err();
+  assert!(e.message.contains("createLocalSandbox workingDirectory"), "{}", e.message);
+  assert!(check_workspace_dir(dir.path().to_str().unwrap(), WorkspaceOwner::ShellTools).is_ok());
+  let missing = dir.path().join("no/such");
+  assert!(check_workspace_dir(missing.to_str().unwrap(), WorkspaceOwner::LocalSandbox).is_ok());
+}

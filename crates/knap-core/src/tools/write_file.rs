@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use super::args::Args;
 use super::{blocking, ShellToolName, ShellTools, ToolOutput};
-use crate::cap::cap_output;
 use crate::error::ToolError;
 use crate::workspace::{openat, replace_atomically, write_cancellable};
 
@@ -45,11 +44,7 @@ pub(super) async fn run(tools: &ShellTools, input: &Value, cancel: CancellationT
 }
 
 fn wrote(tools: &ShellTools, path: &str, bytes: usize) -> ToolOutput {
-  let text = cap_output(
-    &format!("wrote {path}: {bytes} bytes"),
-    tools.cap(ShellToolName::WriteFile),
-  );
-  ToolOutput { text, label: None }
+  tools.short_output(ShellToolName::WriteFile, &format!("wrote {path}: {bytes} bytes"))
 }
 
 /// On a non-local backend exclusivity is emulated as the reference does: a one-byte
@@ -60,11 +55,7 @@ async fn run_remote(
   content: String,
   overwrite: bool,
 ) -> Result<ToolOutput, ToolError> {
-  let abs = tools
-    .workspace()
-    .resolve_lexical(&path)?
-    .to_string_lossy()
-    .into_owned();
+  let abs = tools.remote_path(&path)?;
   if !overwrite {
     match tools.backend.read_file(abs.clone(), Some(1)).await {
       Err(e) if e.code == "ENOENT" => {}

@@ -3,7 +3,7 @@
 // SSE and WebSocket event streams, the recovery sweep. No `node:http` here (createAgentServer in
 // serve.mjs wraps it); runs go through the public `stream()` with durability always on, so the
 // journal (Rust) stays the authority and these maps are only this process's view.
-import { createHash, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
 
 import { native, codedError } from "./native.mjs";
 import { didYouMean } from "./config-keys.mjs";
@@ -827,7 +827,7 @@ export function createAgentHandler(options) {
       return undefined;
     }
     if (!principal || typeof principal.id !== "string" || principal.id === "") return undefined;
-    const tag = createHash("sha256").update(principal.id, "utf8").digest("hex").slice(0, 16);
+    const tag = native.sha256Hex(principal.id).slice(0, 16);
     const p = { id: principal.id };
     if (principal.tenant !== undefined) p.tenant = principal.tenant;
     return { ns: tag, principal: Object.freeze(p) };

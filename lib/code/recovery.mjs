@@ -2,14 +2,13 @@
 // engine, retrieve it by handle and compare digests. knap ships no engine; without one on PATH
 // (or `engineBin` / CAVEMAN_ENGINE_BIN) the proof says the engine is unavailable.
 import { createRequire } from "node:module";
-import { createHash } from "node:crypto";
-import { codedError } from "../native.mjs";
+import { native, codedError } from "../native.mjs";
 
 const TRANSFORM_ID = "caveman.engine.terminal.v1";
 const ENGINE_TIMEOUT_MS = 30_000;
 
 const require = createRequire(import.meta.url);
-const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
+const sha256 = (bytes) => native.sha256Hex(bytes);
 
 function runEngine(bin, args, stdin) {
   return new Promise((resolve, reject) => {

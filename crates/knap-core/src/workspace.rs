@@ -12,7 +12,9 @@
 //! a descriptor of the workspace with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: if a
 //! directory is swapped for an outward symlink between the check and the open, the kernel refuses
 //! to leave the workspace. Kernels without `openat2` get an `O_NOFOLLOW` walk, component by
-//! component, over the canonical (symlink-free) relative path.
+//! component, over the canonical (symlink-free) relative path. A read of a path with no symlink on
+//! it does both in one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`open_plain`]): its
+//! realpath is its lexical form, so the check has nothing to add; anything else takes the two steps.
 
 use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
@@ -50,6 +52,31 @@ fn resolve_in(root: &Root, candidate: &str, max_steps: usize) -> Result<Option<R
     })),
     Err(_) => Err(escape_error(candidate)),
   }
+}
+
+/// How [`Workspace::open_read`] opens: `O_NONBLOCK` keeps the open of a FIFO from waiting for a
+/// writer (the caller then refuses it as not a regular file); it changes nothing for regular files.
+const READ_FLAGS: i32 = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+/// The containment check and the open in one system call, for the common case: a candidate that
+/// is lexically inside the root, opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`.
+/// When that open succeeds no component was a symlink, so the reference's answer (the realpath of
+/// the lexical path) is the lexical path itself, and the descriptor is what [`open_beneath`] of
+/// that path opens. Any failure (a symlink on the way: `ELOOP`; missing; not permitted; more than
+/// `max_components`; no openat2) is `None`, and the caller takes the two-step path, which gives
+/// every error and every symlink case exactly as before. [`check_path`] must have passed.
+fn open_plain(root: &Root, candidate: &str, flags: i32, max_components: usize) -> Option<(Resolved, OwnedFd)> {
+  let given = name_bytes(candidate);
+  let given = Path::new(OsStr::from_bytes(&given));
+  let lexical = normalize(&if given.is_absolute() { given.to_path_buf() } else { root.path.join(given) });
+  let rel = lexical.strip_prefix(&root.path).ok()?;
+  if rel.components().count() > max_components {
+    return None;
+  }
+  let rel_c = CString::new(if rel.as_os_str().is_empty() { OsStr::new(".") } else { rel.as_os_str() }.as_bytes()).ok()?;
+  let fd = openat2_resolve(root.dir.as_raw_fd(), &rel_c, flags | libc::O_NOFOLLOW, 0, RESOLVE_NO_SYMLINKS).ok()?;
+  let rel = rel.to_path_buf();
+  Some((Resolved { abs: lexical, rel }, fd))
 }
 
 /// The canonical root and a descriptor of it.
@@ -449,18 +476,44 @@ impl Workspace {
     }
   }
 
-  /// Opens an existing path for reading (files and directories) inside the workspace.
-  /// `O_NONBLOCK` keeps the open of a FIFO from waiting for a writer (the caller then refuses
-  /// it as not a regular file); it changes nothing for regular files.
+  /// The one-step form of [`Self::resolve`] then [`Self::open_read`] ([`open_plain`]): `None`
+  /// when it does not apply or fails, and the caller takes the two steps (which give every error).
+  /// The errors here are the ones `resolve` gives first: [`check_path`]'s and the root's.
+  pub fn open_read_plain(&self, candidate: &str) -> Result<Option<(Resolved, File)>, ToolError> {
+    check_path(candidate)?;
+    let root = self.root()?;
+    Ok(open_plain(&root, candidate, READ_FLAGS, usize::MAX).map(|(r, fd)| (r, File::from(fd))))
+  }
+
+  /// [`Self::resolve`] then [`Self::open_read`], in one `openat2` when it can be.
+  pub fn resolve_open_read(&self, candidate: &str, syscall: &str) -> Result<(Resolved, File), ToolError> {
+    if let Some(done) = self.open_read_plain(candidate)? {
+      return Ok(done);
+    }
+    let r = self.resolve(candidate)?;
+    let file = self.open_read(candidate, &r, syscall)?;
+    Ok((r, file))
+  }
+
+  /// [`Self::resolve_open_read`] without blocking the calling thread on a long walk: the one-step
+  /// open for a path of at most [`INLINE_RESOLVE_STEPS`] components, else [`Self::resolve_async`].
+  pub async fn resolve_open_read_async(&self, candidate: &str, syscall: &str) -> Result<(Resolved, File), ToolError> {
+    check_path(candidate)?;
+    let root = self.root()?;
+    if let Some((r, fd)) = open_plain(&root, candidate, READ_FLAGS, INLINE_RESOLVE_STEPS) {
+      return Ok((r, File::from(fd)));
+    }
+    let r = self.resolve_async(candidate).await?;
+    let file = self.open_read(candidate, &r, syscall)?;
+    Ok((r, file))
+  }
+
+  /// Opens an existing path for reading (files and directories) inside the workspace
+  /// ([`READ_FLAGS`]).
   pub fn open_read(&self, candidate: &str, resolved: &Resolved, syscall: &str) -> Result<File, ToolError> {
     let root = self.root()?;
-    let fd = open_beneath(
-      &root,
-      &resolved.rel,
-      libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
-      0,
-    )
-    .map_err(|e| map_open_error(e, candidate, syscall, &resolved.abs))?;
+    let fd = open_beneath(&root, &resolved.rel, READ_FLAGS, 0)
+      .map_err(|e| map_open_error(e, candidate, syscall, &resolved.abs))?;
     Ok(File::from(fd))
   }
 
@@ -950,6 +1003,7 @@ struct OpenHow {
 
 #[cfg(all(target_os = "linux", not(knap_portable)))]
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 #[cfg(all(target_os = "linux", not(knap_portable)))]
 const RESOLVE_BENEATH: u64 = 0x08;
 
@@ -958,12 +1012,17 @@ const RESOLVE_BENEATH: u64 = 0x08;
 /// walk: it refuses a symlink swapped in at any component, but cannot refuse a hard link or a
 /// bind mount inside the workspace that points elsewhere (openat2 cannot either).
 #[cfg(any(not(target_os = "linux"), knap_portable))]
-fn openat2_beneath(_dirfd: RawFd, _rel: &CString, _flags: i32, _mode: u32) -> io::Result<OwnedFd> {
+fn openat2_resolve(_dirfd: RawFd, _rel: &CString, _flags: i32, _mode: u32, _extra: u64) -> io::Result<OwnedFd> {
   Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
-#[cfg(all(target_os = "linux", not(knap_portable)))]
 fn openat2_beneath(dirfd: RawFd, rel: &CString, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+  openat2_resolve(dirfd, rel, flags, mode, 0)
+}
+
+/// `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | extra)`.
+#[cfg(all(target_os = "linux", not(knap_portable)))]
+fn openat2_resolve(dirfd: RawFd, rel: &CString, flags: i32, mode: u32, extra: u64) -> io::Result<OwnedFd> {
   let how = OpenHow {
     flags: flags as u64,
     mode: if flags & libc::O_CREAT != 0 {
@@ -971,7 +1030,7 @@ fn openat2_beneath(dirfd: RawFd, rel: &CString, flags: i32, mode: u32) -> io::Re
     } else {
       0
     },
-    resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | extra,
   };
   loop {
     // SAFETY: arguments follow openat2(2); `how` lives across the call.

@@ -359,6 +359,158 @@ impl SizedReader<'_> {
   }
 }
 
+/// What a file is searched from.
+enum Source {
+  /// The opened file, read as far as its `fstat` size.
+  File(Opened),
+  /// Its bytes, kept or read whole at once, and the read error that cut them short, if any.
+  Bytes {
+    stat: libc::stat,
+    data: Arc<[u8]>,
+    error: Option<std::io::Error>,
+  },
+}
+
+/// Ends a byte stream the way the file's read did: with its error once, else end-of-file.
+struct FailingReader(Option<std::io::Error>);
+
+impl std::io::Read for FailingReader {
+  fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+    match self.0.take() {
+      Some(e) => Err(e),
+      None => Ok(0),
+    }
+  }
+}
+
+/// Small files' contents kept from search to search (a grep per agent step over the same tree
+/// reads the same files again): keyed by (device, inode), valid while the file's size, mtime and
+/// ctime are those it had when read. Only on file systems whose ctime moves with every change
+/// ([`Dir::settled_dev`]), and only files whose last change was at least
+/// [`GREP_CONTENTS_SETTLED`] old when read (the racy-git rule: a change in the same clock tick as
+/// the read would leave the identity as it was). A hit costs one `fstatat` of the name in its
+/// directory instead of `openat` + `fstat` + `read` + `close`; the walk, and with it every
+/// containment check, is unchanged.
+mod contents {
+  use std::collections::HashMap;
+  use std::sync::{Arc, LazyLock, Mutex};
+  use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+  use super::Source;
+  use crate::limits::{GREP_CONTENTS_FILE_MAX_BYTES, GREP_CONTENTS_MAX_BYTES, GREP_CONTENTS_SETTLED};
+  use crate::workspace::Opened;
+
+  #[derive(Clone, Copy, PartialEq, Eq)]
+  struct Stamp {
+    size: i64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+  }
+
+  fn stamp(st: &libc::stat) -> Stamp {
+    Stamp {
+      size: st.st_size as i64,
+      mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
+      ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+    }
+  }
+
+  #[derive(Default)]
+  struct Cache {
+    files: HashMap<(u64, u64), (Stamp, Arc<[u8]>)>,
+    bytes: usize,
+  }
+
+  static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Default::default);
+
+  fn cache() -> std::sync::MutexGuard<'static, Cache> {
+    CACHE.lock().unwrap_or_else(|e| e.into_inner())
+  }
+
+  /// The kept contents of the regular file `st` describes, if it has not changed since.
+  pub(super) fn get(st: &libc::stat) -> Option<Arc<[u8]>> {
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+      return None;
+    }
+    let c = cache();
+    let (s, data) = c.files.get(&(st.st_dev as u64, st.st_ino as u64))?;
+    (*s == stamp(st)).then(|| data.clone())
+  }
+
+  /// A file small enough to keep (a size of 0 may be `/proc`'s "unknown": read as before).
+  pub(super) fn fits(st: &libc::stat) -> bool {
+    st.st_size > 0 && st.st_size as u64 <= GREP_CONTENTS_FILE_MAX_BYTES
+  }
+
+  /// Reads a file that [`fits`] whole (as far as its `fstat` size, as the searcher's reader
+  /// would) and keeps it if it was complete and settled when `opened_at` (taken before the open).
+  pub(super) fn read(opened: Opened, opened_at: SystemTime) -> Source {
+    let Opened { file, stat } = opened;
+    let mut data = vec![0u8; stat.st_size as usize];
+    let mut n = 0;
+    let mut error = None;
+    while n < data.len() {
+      match std::io::Read::read(&mut &file, &mut data[n..]) {
+        Ok(0) => break,
+        Ok(k) => n += k,
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+        Err(e) => {
+          error = Some(e);
+          break;
+        }
+      }
+    }
+    data.truncate(n);
+    let data: Arc<[u8]> = data.into();
+    let ctime = UNIX_EPOCH
+      .checked_add(Duration::new(stat.st_ctime.max(0) as u64, stat.st_ctime_nsec.clamp(0, 999_999_999) as u32));
+    let settled = ctime.is_some_and(|c| c + GREP_CONTENTS_SETTLED <= opened_at);
+    if error.is_none() && n == data.len() && n as i64 == stat.st_size && settled {
+      put(&stat, data.clone());
+    }
+    Source::Bytes { stat, data, error }
+  }
+
+  fn put(st: &libc::stat, data: Arc<[u8]>) {
+    let mut c = cache();
+    if c.bytes + data.len() > GREP_CONTENTS_MAX_BYTES {
+      *c = Cache::default();
+    }
+    c.bytes += data.len();
+    if let Some((_, old)) = c.files.insert((st.st_dev as u64, st.st_ino as u64), (stamp(st), data)) {
+      c.bytes -= old.len();
+    }
+  }
+
+  /// The wall clock the change times are compared with (moved forward in tests, which cannot age
+  /// a file's ctime).
+  pub(super) fn now() -> SystemTime {
+    #[cfg(test)]
+    {
+      SystemTime::now() + NOW_AHEAD.with(|a| a.get())
+    }
+    #[cfg(not(test))]
+    SystemTime::now()
+  }
+
+  #[cfg(test)]
+  thread_local! {
+    pub(super) static NOW_AHEAD: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+  }
+
+  /// Test hook: whether the file `st` describes is kept as it is now.
+  #[cfg(test)]
+  pub(super) fn holds(st: &libc::stat) -> bool {
+    get(st).is_some()
+  }
+
+  /// Test hook: keep `data` as the contents of the file `st` describes.
+  #[cfg(test)]
+  pub(super) fn force(st: &libc::stat, data: &[u8]) {
+    put(st, data.into());
+  }
+}
+
 /// What the walk does with each file: open it through its directory, search it, collect what it
 /// printed. Also counts bytes for a bounded search.
 struct Visitor<'a> {
@@ -422,8 +574,16 @@ impl Visitor<'_> {
   }
 
   fn search_file(&self, local: &mut Local, file: Arc<str>, opened: Opened) -> bool {
+    self.search_source(local, file, Source::File(opened))
+  }
+
+  fn search_source(&self, local: &mut Local, file: Arc<str>, source: Source) -> bool {
+    let st_size = match &source {
+      Source::File(opened) => opened.stat.st_size,
+      Source::Bytes { stat, .. } => stat.st_size,
+    };
     if let Some(max) = self.max_bytes {
-      let size = opened.stat.st_size.max(0) as u64;
+      let size = st_size.max(0) as u64;
       if self.bytes.fetch_add(size, Ordering::Relaxed) + size > max {
         self.over_bytes.store(true, Ordering::Relaxed);
         return false;
@@ -442,15 +602,24 @@ impl Visitor<'_> {
       bytes: 0,
       pending_before: Vec::new(),
     };
-    let size = opened.stat.st_size.max(0) as u64;
-    let reader = SizedReader {
-      file: opened.file,
-      remaining: (size > 0).then_some(size),
-      buf: &mut local.buf,
-      pos: 0,
-      filled: 0,
+    let searched = match source {
+      Source::File(opened) => {
+        let size = st_size.max(0) as u64;
+        let reader = SizedReader {
+          file: opened.file,
+          remaining: (size > 0).then_some(size),
+          buf: &mut local.buf,
+          pos: 0,
+          filled: 0,
+        };
+        local.searcher.search_reader(self.matcher, reader, &mut sink)
+      }
+      // The same byte stream the file gives (and its read error at the same place).
+      Source::Bytes { data, error, .. } => {
+        let reader = std::io::Read::chain(&data[..], FailingReader(error));
+        local.searcher.search_reader(self.matcher, reader, &mut sink)
+      }
     };
-    let searched = local.searcher.search_reader(self.matcher, reader, &mut sink);
     if let Err(err) = searched {
       self.error(|| format!("grep: {file}: {err}"));
     }
@@ -495,8 +664,24 @@ impl walk::Visitor for Visitor<'_> {
     let sep = if display.ends_with('/') { "" } else { "/" };
     let file: Arc<str> = Arc::from(format!("{display}{sep}{}{shown}", at.rel));
     let Ok(c) = CString::new(name) else { return true };
+    // A small file already read, unchanged since (same identity, looked at without following a
+    // symlink): its kept contents, with no open or read. Anything else (a miss, a symlink or
+    // FIFO swapped in, an error) takes the open below, which words every case as before.
+    let settled = dir.settled_dev();
+    if let Some(dev) = settled {
+      if let Some(st) = dir.lstat(&c).filter(|st| st.st_dev as u64 == dev) {
+        if let Some(data) = contents::get(&st) {
+          return self.search_source(local, file, Source::Bytes { stat: st, data, error: None });
+        }
+      }
+    }
+    let opened_at = contents::now();
     match dir.open_file(&c) {
-      Ok(Some(opened)) => self.search_file(local, file, opened),
+      Ok(Some(opened)) if settled == Some(opened.stat.st_dev as u64) && contents::fits(&opened.stat) => {
+        let source = contents::read(opened, opened_at);
+        self.search_source(local, file, source)
+      }
+      Ok(Some(opened)) => self.search_source(local, file, Source::File(opened)),
       // Replaced by something that is not a regular file since it was listed.
       Ok(None) => true,
       Err(err) if vanished(&err) => true,
@@ -741,6 +926,58 @@ mod tests {
 
   fn go(r: &SearchRequest) -> SearchOutput {
     search(r, &AtomicBool::new(false)).unwrap().output
+  }
+
+  fn stat(p: &Path) -> libc::stat {
+    let c = CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: NUL-terminated path, writable stat buffer.
+    assert_eq!(unsafe { libc::lstat(c.as_ptr(), &mut st) }, 0);
+    st
+  }
+
+  /// The kept contents (`contents`): a file changed within the settle time is not kept; a settled
+  /// one is kept after one search and then served from there (a forced entry shows it); any
+  /// change, of the same size too, moves the file's identity and it is searched from disk again.
+  /// On a file system not listed in `Dir::settled_dev` nothing is ever kept.
+  #[test]
+  fn kept_contents_follow_every_change() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("f.txt");
+    std::fs::write(&f, "needle one\n").unwrap();
+    let local = crate::workspace::Workspace::new(d.path()).root().unwrap().open_dir(Path::new("")).unwrap().settled_dev().is_some();
+    let lines = || match go(&req(d.path(), "needle", Printer::PathLine { max_per_file: 200 })) {
+      SearchOutput::Lines { lines, .. } => lines,
+      other => panic!("{other:?}"),
+    };
+    contents::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
+    assert_eq!(lines(), vec!["./f.txt:1:needle one".to_string()]);
+    assert!(!contents::holds(&stat(&f)), "a file changed just now is not kept");
+    // As if two minutes had passed since the file was written.
+    contents::NOW_AHEAD.with(|a| a.set(std::time::Duration::from_secs(120)));
+    assert_eq!(lines(), vec!["./f.txt:1:needle one".to_string()]);
+    assert_eq!(contents::holds(&stat(&f)), local);
+    if local {
+      contents::force(&stat(&f), b"needle kept\n");
+      assert_eq!(lines(), vec!["./f.txt:1:needle kept".to_string()]);
+    }
+    // Same size, new contents: written until the change time moves (it ticks every few ms).
+    let before = stat(&f);
+    for _ in 0..2000 {
+      std::fs::write(&f, "needle two\n").unwrap();
+      let now = stat(&f);
+      if (now.st_ctime, now.st_ctime_nsec) != (before.st_ctime, before.st_ctime_nsec) {
+        break;
+      }
+      std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(lines(), vec!["./f.txt:1:needle two".to_string()]);
+    assert_eq!(contents::holds(&stat(&f)), local);
+    // A larger file is never kept.
+    std::fs::write(&f, format!("needle\n{}", "x".repeat(20_000))).unwrap();
+    assert_eq!(lines(), vec!["./f.txt:1:needle".to_string()]);
+    assert!(!contents::holds(&stat(&f)));
+    contents::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
   }
 
   #[test]

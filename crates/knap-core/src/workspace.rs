@@ -110,6 +110,8 @@ impl Root {
 /// keeps reading the directories it opened, never a path.
 pub struct Dir {
   fd: OwnedFd,
+  /// [`Dir::settled_dev`], looked up once.
+  settled: std::sync::OnceLock<Option<u64>>,
 }
 
 /// An opened regular file and its `fstat` (size, identity), as [`Dir::open_file`] found it.
@@ -119,15 +121,49 @@ pub struct Opened {
 }
 
 impl Dir {
+  fn new(fd: OwnedFd) -> Self {
+    Self {
+      fd,
+      settled: std::sync::OnceLock::new(),
+    }
+  }
+
   pub fn as_raw_fd(&self) -> RawFd {
     self.fd.as_raw_fd()
+  }
+
+  /// The directory's device if it is on a local file system that stamps every change of a
+  /// file's contents with a fine-grained change time (`ctime`): ext4, xfs, btrfs, tmpfs, overlayfs,
+  /// f2fs. There a file whose (device, inode, size, mtime, ctime) did not move has the same
+  /// contents, which lets grep keep small files' contents ([`crate::search`]). `None` elsewhere
+  /// (network and FUSE file systems cache attributes; FAT has coarse or no change times). One
+  /// `fstat` and one `fstatfs` per directory, on first use.
+  pub fn settled_dev(&self) -> Option<u64> {
+    *self.settled.get_or_init(|| {
+      if !cfg!(target_os = "linux") {
+        return None;
+      }
+      const LOCAL: [i64; 6] = [
+        0xEF53,     // ext2/3/4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0x0102_1994, // tmpfs
+        0x794C_7630, // overlayfs
+        0xF2F5_2010, // f2fs
+      ];
+      let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+      let mut st: libc::stat = unsafe { std::mem::zeroed() };
+      // SAFETY: valid descriptor, writable buffers.
+      let ok = unsafe { libc::fstatfs(self.as_raw_fd(), &mut fs) == 0 && libc::fstat(self.as_raw_fd(), &mut st) == 0 };
+      (ok && LOCAL.contains(&(fs.f_type as i64))).then_some(st.st_dev as u64)
+    })
   }
 
   /// The subdirectory `name` (one component), for listing; a symlink there is refused (`ELOOP` or
   /// `ENOTDIR`).
   pub fn open_dir(&self, name: &CStr) -> io::Result<Dir> {
     let fd = openat(self.as_raw_fd(), name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0)?;
-    Ok(Dir { fd })
+    Ok(Dir::new(fd))
   }
 
   /// The file `name` (one component), never through a symlink, never waiting (`O_NONBLOCK`);
@@ -204,7 +240,7 @@ impl Root {
       libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
       0,
     )?;
-    Ok(Dir { fd })
+    Ok(Dir::new(fd))
   }
 
   /// Opens `rel` beneath the root whatever it is, in one `open` (`O_RDONLY | O_NONBLOCK`, not
@@ -223,7 +259,7 @@ impl Root {
       return Err(io::Error::last_os_error());
     }
     Ok(match st.st_mode & libc::S_IFMT {
-      libc::S_IFDIR => Scope::Dir(Dir { fd }),
+      libc::S_IFDIR => Scope::Dir(Dir::new(fd)),
       libc::S_IFREG => Scope::File(Opened {
         file: File::from(fd),
         stat: st,

@@ -386,7 +386,7 @@ impl std::io::Read for FailingReader {
 /// Small files' contents kept from search to search (a grep per agent step over the same tree
 /// reads the same files again): keyed by (device, inode), valid while the file's size, mtime and
 /// ctime are those it had when read. Only on file systems whose ctime moves with every change
-/// ([`Dir::settled_dev`]), and only files whose last change was at least
+/// ([`Root::settled_dev`]), and only files whose last change was at least
 /// [`GREP_CONTENTS_SETTLED`] old when read (the racy-git rule: a change in the same clock tick as
 /// the read would leave the identity as it was). A hit costs one `fstatat` of the name in its
 /// directory instead of `openat` + `fstat` + `read` + `close`; the walk, and with it every
@@ -667,7 +667,7 @@ impl walk::Visitor for Visitor<'_> {
     // A small file already read, unchanged since (same identity, looked at without following a
     // symlink): its kept contents, with no open or read. Anything else (a miss, a symlink or
     // FIFO swapped in, an error) takes the open below, which words every case as before.
-    let settled = dir.settled_dev();
+    let settled = self.req.root.settled_dev();
     if let Some(dev) = settled {
       if let Some(st) = dir.lstat(&c).filter(|st| st.st_dev as u64 == dev) {
         if let Some(data) = contents::get(&st) {
@@ -939,13 +939,13 @@ mod tests {
   /// The kept contents (`contents`): a file changed within the settle time is not kept; a settled
   /// one is kept after one search and then served from there (a forced entry shows it); any
   /// change, of the same size too, moves the file's identity and it is searched from disk again.
-  /// On a file system not listed in `Dir::settled_dev` nothing is ever kept.
+  /// On a file system not listed in `Root::settled_dev` nothing is ever kept.
   #[test]
   fn kept_contents_follow_every_change() {
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("f.txt");
     std::fs::write(&f, "needle one\n").unwrap();
-    let local = crate::workspace::Workspace::new(d.path()).root().unwrap().open_dir(Path::new("")).unwrap().settled_dev().is_some();
+    let local = crate::workspace::Workspace::new(d.path()).root().unwrap().settled_dev().is_some();
     let lines = || match go(&req(d.path(), "needle", Printer::PathLine { max_per_file: 200 })) {
       SearchOutput::Lines { lines, .. } => lines,
       other => panic!("{other:?}"),

@@ -83,9 +83,39 @@ fn open_plain(root: &Root, candidate: &str, flags: i32, max_components: usize) -
 pub struct Root {
   pub path: PathBuf,
   dir: OwnedFd,
+  /// [`Root::settled_dev`], looked up once.
+  settled: std::sync::OnceLock<Option<u64>>,
 }
 
 impl Root {
+  /// The root's device if it is on a local file system that stamps every change of a
+  /// file's contents with a fine-grained change time (`ctime`): ext4, xfs, btrfs, tmpfs, overlayfs,
+  /// f2fs. There a file whose (device, inode, size, mtime, ctime) did not move has the same
+  /// contents, which lets grep keep small files' contents ([`crate::search`]). `None` elsewhere
+  /// (network and FUSE file systems cache attributes; FAT has coarse or no change times). One `fstat`
+  /// and one `fstatfs`, on first use; the open root keeps that file system (and so its device
+  /// number) in place. Files on other devices below the root (mounts) are not covered.
+  pub fn settled_dev(&self) -> Option<u64> {
+    *self.settled.get_or_init(|| {
+      if !cfg!(target_os = "linux") {
+        return None;
+      }
+      const LOCAL: [i64; 6] = [
+        0xEF53,     // ext2/3/4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0x0102_1994, // tmpfs
+        0x794C_7630, // overlayfs
+        0xF2F5_2010, // f2fs
+      ];
+      let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+      let mut st: libc::stat = unsafe { std::mem::zeroed() };
+      // SAFETY: valid descriptor, writable buffers.
+      let ok = unsafe { libc::fstatfs(self.dir.as_raw_fd(), &mut fs) == 0 && libc::fstat(self.dir.as_raw_fd(), &mut st) == 0 };
+      (ok && LOCAL.contains(&(fs.f_type as i64))).then_some(st.st_dev as u64)
+    })
+  }
+
   /// Opens `rel` (relative to the root) for reading without ever leaving the root
   /// (`openat2(RESOLVE_BENEATH)`, or the `O_NOFOLLOW` walk), following no final symlink
   /// (`O_NOFOLLOW`) and never waiting (`O_NONBLOCK`: a FIFO swapped in opens at once). `None` for
@@ -110,8 +140,6 @@ impl Root {
 /// keeps reading the directories it opened, never a path.
 pub struct Dir {
   fd: OwnedFd,
-  /// [`Dir::settled_dev`], looked up once.
-  settled: std::sync::OnceLock<Option<u64>>,
 }
 
 /// An opened regular file and its `fstat` (size, identity), as [`Dir::open_file`] found it.
@@ -122,41 +150,11 @@ pub struct Opened {
 
 impl Dir {
   fn new(fd: OwnedFd) -> Self {
-    Self {
-      fd,
-      settled: std::sync::OnceLock::new(),
-    }
+    Self { fd }
   }
 
   pub fn as_raw_fd(&self) -> RawFd {
     self.fd.as_raw_fd()
-  }
-
-  /// The directory's device if it is on a local file system that stamps every change of a
-  /// file's contents with a fine-grained change time (`ctime`): ext4, xfs, btrfs, tmpfs, overlayfs,
-  /// f2fs. There a file whose (device, inode, size, mtime, ctime) did not move has the same
-  /// contents, which lets grep keep small files' contents ([`crate::search`]). `None` elsewhere
-  /// (network and FUSE file systems cache attributes; FAT has coarse or no change times). One
-  /// `fstat` and one `fstatfs` per directory, on first use.
-  pub fn settled_dev(&self) -> Option<u64> {
-    *self.settled.get_or_init(|| {
-      if !cfg!(target_os = "linux") {
-        return None;
-      }
-      const LOCAL: [i64; 6] = [
-        0xEF53,     // ext2/3/4
-        0x5846_5342, // xfs
-        0x9123_683E, // btrfs
-        0x0102_1994, // tmpfs
-        0x794C_7630, // overlayfs
-        0xF2F5_2010, // f2fs
-      ];
-      let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-      let mut st: libc::stat = unsafe { std::mem::zeroed() };
-      // SAFETY: valid descriptor, writable buffers.
-      let ok = unsafe { libc::fstatfs(self.as_raw_fd(), &mut fs) == 0 && libc::fstat(self.as_raw_fd(), &mut st) == 0 };
-      (ok && LOCAL.contains(&(fs.f_type as i64))).then_some(st.st_dev as u64)
-    })
   }
 
   /// The subdirectory `name` (one component), for listing; a symlink there is refused (`ELOOP` or
@@ -456,7 +454,11 @@ impl Workspace {
     })?;
     let dir = open_path(&path, DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC)
       .map_err(|e| ToolError::from_io(&e, "open", &path))?;
-    let root = Arc::new(Root { path, dir });
+    let root = Arc::new(Root {
+      path,
+      dir,
+      settled: std::sync::OnceLock::new(),
+    });
     *slot = Some(root.clone());
     Ok(root)
   }

@@ -83,6 +83,8 @@ pub const GREP_CONTENTS_MAX_BYTES: usize = 8 * 1024 * 1024;
 /// change after that gets a later change time (timestamps on the listed file systems are taken
 /// from a clock that ticks every few milliseconds), so the identity moves with the contents.
 pub const GREP_CONTENTS_SETTLED: Duration = Duration::from_secs(2);
+/// grep's walk keeps directory listings the same way (`walk::Listing::read_kept`), this much in all.
+pub const WALK_LISTINGS_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// `grep`: the reference runs rg with a 30 s timeout.
 pub const GREP_TIMEOUT_MS: u64 = 30_000;
 /// Default `timeoutMs` of every tool but bash (`READ_TIMEOUT_MS`, `tool()` default).

@@ -383,58 +383,22 @@ impl std::io::Read for FailingReader {
   }
 }
 
-/// Small files' contents kept from search to search (a grep per agent step over the same tree
-/// reads the same files again): keyed by (device, inode), valid while the file's size, mtime and
-/// ctime are those it had when read. Only on file systems whose ctime moves with every change
-/// ([`Root::settled_dev`]), and only files whose last change was at least
-/// [`GREP_CONTENTS_SETTLED`] old when read (the racy-git rule: a change in the same clock tick as
-/// the read would leave the identity as it was). A hit costs one `fstatat` of the name in its
-/// directory instead of `openat` + `fstat` + `read` + `close`; the walk, and with it every
-/// containment check, is unchanged.
+/// Small files' contents kept from search to search ([`crate::kept`]): a hit costs one `fstatat`
+/// of the name in its directory instead of `openat` + `fstat` + `read` + `close`.
 mod contents {
-  use std::collections::HashMap;
-  use std::sync::{Arc, LazyLock, Mutex};
-  use std::time::{Duration, SystemTime, UNIX_EPOCH};
+  use std::sync::Arc;
+  use std::time::SystemTime;
 
   use super::Source;
-  use crate::limits::{GREP_CONTENTS_FILE_MAX_BYTES, GREP_CONTENTS_MAX_BYTES, GREP_CONTENTS_SETTLED};
+  use crate::kept::Kept;
+  use crate::limits::{GREP_CONTENTS_FILE_MAX_BYTES, GREP_CONTENTS_MAX_BYTES};
   use crate::workspace::Opened;
 
-  #[derive(Clone, Copy, PartialEq, Eq)]
-  struct Stamp {
-    size: i64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-  }
-
-  fn stamp(st: &libc::stat) -> Stamp {
-    Stamp {
-      size: st.st_size as i64,
-      mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
-      ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
-    }
-  }
-
-  #[derive(Default)]
-  struct Cache {
-    files: HashMap<(u64, u64), (Stamp, Arc<[u8]>)>,
-    bytes: usize,
-  }
-
-  static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Default::default);
-
-  fn cache() -> std::sync::MutexGuard<'static, Cache> {
-    CACHE.lock().unwrap_or_else(|e| e.into_inner())
-  }
+  static FILES: Kept<[u8]> = Kept::new(GREP_CONTENTS_MAX_BYTES);
 
   /// The kept contents of the regular file `st` describes, if it has not changed since.
   pub(super) fn get(st: &libc::stat) -> Option<Arc<[u8]>> {
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-      return None;
-    }
-    let c = cache();
-    let (s, data) = c.files.get(&(st.st_dev as u64, st.st_ino as u64))?;
-    (*s == stamp(st)).then(|| data.clone())
+    FILES.get(st, libc::S_IFREG)
   }
 
   /// A file small enough to keep (a size of 0 may be `/proc`'s "unknown": read as before).
@@ -443,7 +407,7 @@ mod contents {
   }
 
   /// Reads a file that [`fits`] whole (as far as its `fstat` size, as the searcher's reader
-  /// would) and keeps it if it was complete and settled when `opened_at` (taken before the open).
+  /// would) and keeps it if it was complete and settled at `opened_at` (taken before the open).
   pub(super) fn read(opened: Opened, opened_at: SystemTime) -> Source {
     let Opened { file, stat } = opened;
     let mut data = vec![0u8; stat.st_size as usize];
@@ -462,40 +426,10 @@ mod contents {
     }
     data.truncate(n);
     let data: Arc<[u8]> = data.into();
-    let ctime = UNIX_EPOCH
-      .checked_add(Duration::new(stat.st_ctime.max(0) as u64, stat.st_ctime_nsec.clamp(0, 999_999_999) as u32));
-    let settled = ctime.is_some_and(|c| c + GREP_CONTENTS_SETTLED <= opened_at);
-    if error.is_none() && n == data.len() && n as i64 == stat.st_size && settled {
-      put(&stat, data.clone());
+    if error.is_none() && n as i64 == stat.st_size {
+      FILES.put(&stat, data.clone(), n, opened_at);
     }
     Source::Bytes { stat, data, error }
-  }
-
-  fn put(st: &libc::stat, data: Arc<[u8]>) {
-    let mut c = cache();
-    if c.bytes + data.len() > GREP_CONTENTS_MAX_BYTES {
-      *c = Cache::default();
-    }
-    c.bytes += data.len();
-    if let Some((_, old)) = c.files.insert((st.st_dev as u64, st.st_ino as u64), (stamp(st), data)) {
-      c.bytes -= old.len();
-    }
-  }
-
-  /// The wall clock the change times are compared with (moved forward in tests, which cannot age
-  /// a file's ctime).
-  pub(super) fn now() -> SystemTime {
-    #[cfg(test)]
-    {
-      SystemTime::now() + NOW_AHEAD.with(|a| a.get())
-    }
-    #[cfg(not(test))]
-    SystemTime::now()
-  }
-
-  #[cfg(test)]
-  thread_local! {
-    pub(super) static NOW_AHEAD: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
   }
 
   /// Test hook: whether the file `st` describes is kept as it is now.
@@ -507,7 +441,7 @@ mod contents {
   /// Test hook: keep `data` as the contents of the file `st` describes.
   #[cfg(test)]
   pub(super) fn force(st: &libc::stat, data: &[u8]) {
-    put(st, data.into());
+    FILES.put(st, data.into(), data.len(), SystemTime::now() + std::time::Duration::from_secs(3600));
   }
 }
 
@@ -675,7 +609,7 @@ impl walk::Visitor for Visitor<'_> {
         }
       }
     }
-    let opened_at = contents::now();
+    let opened_at = crate::kept::now();
     match dir.open_file(&c) {
       Ok(Some(opened)) if settled == Some(opened.stat.st_dev as u64) && contents::fits(&opened.stat) => {
         let source = contents::read(opened, opened_at);
@@ -819,6 +753,7 @@ fn search_within(
         spread_after: WALK_SPREAD_AFTER_ENTRIES,
         stop,
         max_entries: bound.map(|(n, _)| n),
+        settled_dev: req.root.settled_dev(),
       };
       if walk::walk(dir, at, node, &rules, &visitor, &opts) == walk::End::OverLimit {
         return Ok(None);
@@ -950,11 +885,11 @@ mod tests {
       SearchOutput::Lines { lines, .. } => lines,
       other => panic!("{other:?}"),
     };
-    contents::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
+    crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
     assert_eq!(lines(), vec!["./f.txt:1:needle one".to_string()]);
     assert!(!contents::holds(&stat(&f)), "a file changed just now is not kept");
     // As if two minutes had passed since the file was written.
-    contents::NOW_AHEAD.with(|a| a.set(std::time::Duration::from_secs(120)));
+    crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::from_secs(120)));
     assert_eq!(lines(), vec!["./f.txt:1:needle one".to_string()]);
     assert_eq!(contents::holds(&stat(&f)), local);
     if local {
@@ -977,7 +912,32 @@ mod tests {
     std::fs::write(&f, format!("needle\n{}", "x".repeat(20_000))).unwrap();
     assert_eq!(lines(), vec!["./f.txt:1:needle".to_string()]);
     assert!(!contents::holds(&stat(&f)));
-    contents::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
+    // The directory's listing is kept too; a name added (or removed) moves the directory's ctime
+    // and it is listed again.
+    assert_eq!(crate::walk::listing_kept(&stat(d.path())), local);
+    let changed = |before: &libc::stat, make: &dyn Fn()| {
+      for _ in 0..2000 {
+        make();
+        let now = stat(d.path());
+        if (now.st_ctime, now.st_ctime_nsec) != (before.st_ctime, before.st_ctime_nsec) {
+          return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let _ = std::fs::remove_file(d.path().join("scratch"));
+        std::fs::write(d.path().join("scratch"), "").unwrap();
+      }
+    };
+    let before = stat(d.path());
+    changed(&before, &|| std::fs::write(d.path().join("g.txt"), "needle g\n").unwrap());
+    let _ = std::fs::remove_file(d.path().join("scratch"));
+    assert_eq!(lines(), vec!["./f.txt:1:needle".to_string(), "./g.txt:1:needle g".to_string()]);
+    let before = stat(d.path());
+    changed(&before, &|| {
+      let _ = std::fs::remove_file(d.path().join("g.txt"));
+    });
+    let _ = std::fs::remove_file(d.path().join("scratch"));
+    assert_eq!(lines(), vec!["./f.txt:1:needle".to_string()]);
+    crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
   }
 
   #[test]

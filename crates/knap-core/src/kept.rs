@@ -93,7 +93,7 @@ impl<T: ?Sized> Kept<T> {
 }
 
 /// The file's last change was at least [`GREP_CONTENTS_SETTLED`] before `looked_at`.
-fn settled(st: &libc::stat, looked_at: SystemTime) -> bool {
+pub fn settled(st: &libc::stat, looked_at: SystemTime) -> bool {
   let ctime = UNIX_EPOCH.checked_add(Duration::new(
     st.st_ctime.max(0) as u64,
     st.st_ctime_nsec.clamp(0, 999_999_999) as u32,

@@ -940,6 +940,47 @@ mod tests {
     crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
   }
 
+  /// An ancestor's listing is kept like the workspace's own (`Listing::kept_of_path_fd`): an
+  /// `.ignore` added there after it was kept applies, and stops applying once it is removed.
+  #[test]
+  fn kept_ancestor_listings_follow_their_ignore_files() {
+    let parent = tempfile::tempdir().unwrap();
+    let ws = parent.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("ok.txt"), "needle\n").unwrap();
+    std::fs::write(ws.join("secret.txt"), "needle\n").unwrap();
+    let files = || match go(&req(&ws, "needle", Printer::Files)) {
+      SearchOutput::Files(f) => f,
+      other => panic!("{other:?}"),
+    };
+    let both = vec!["./ok.txt".to_string(), "./secret.txt".to_string()];
+    crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::from_secs(120)));
+    assert_eq!(files(), both);
+    let local = crate::workspace::Workspace::new(&ws).root().unwrap().settled_dev().is_some();
+    assert_eq!(crate::walk::listing_kept(&stat(parent.path())), local);
+    // Changes the parent until its change time moves (it ticks every few ms).
+    let change = |make: &dyn Fn()| {
+      let before = stat(parent.path());
+      for _ in 0..2000 {
+        make();
+        let _ = std::fs::remove_file(parent.path().join("scratch"));
+        let now = stat(parent.path());
+        if (now.st_ctime, now.st_ctime_nsec) != (before.st_ctime, before.st_ctime_nsec) {
+          return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        std::fs::write(parent.path().join("scratch"), "").unwrap();
+      }
+    };
+    change(&|| std::fs::write(parent.path().join(".ignore"), "secret.txt\n").unwrap());
+    assert_eq!(files(), vec!["./ok.txt".to_string()]);
+    change(&|| {
+      let _ = std::fs::remove_file(parent.path().join(".ignore"));
+    });
+    assert_eq!(files(), both);
+    crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
+  }
+
   #[test]
   fn files_mode_sorted_and_binary_skipped() {
     let d = ws();

@@ -17,7 +17,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -139,6 +139,38 @@ impl Listing {
     let cost = listing.names.len() + listing.entries.len() * std::mem::size_of::<(u32, u32, u8)>() + 64;
     LISTINGS.put(&st, listing.clone(), cost, looked_at);
     Ok(listing)
+  }
+
+  /// The kept listing of the directory `fd` (which may be an `O_PATH` descriptor) on the device
+  /// `settled_dev`, read now (through a readable descriptor of `.`) if it is not kept but will be
+  /// (settled, and small: at most 256 KiB of directory); `None` otherwise (another device, no read
+  /// permission, changing, large): the caller then probes the few names it needs, which costs
+  /// less than listing a busy directory such as `/tmp` again and again.
+  pub fn kept_of_path_fd(fd: RawFd, settled_dev: u64) -> Option<Arc<Listing>> {
+    let looked_at = crate::kept::now();
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor, writable stat buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_dev as u64 != settled_dev {
+      return None;
+    }
+    if let Some(kept) = LISTINGS.get(&st, libc::S_IFDIR) {
+      return Some(kept);
+    }
+    if !crate::kept::settled(&st, looked_at) || st.st_size > 256 * 1024 {
+      return None;
+    }
+    // SAFETY: valid directory descriptor, NUL-terminated name.
+    let rd = unsafe { libc::openat(fd, c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if rd < 0 {
+      return None;
+    }
+    // SAFETY: `rd` was just returned by openat and is owned here.
+    let rd = unsafe { std::os::fd::OwnedFd::from_raw_fd(rd) };
+    let mut buf = vec![0u8; 16 * 1024];
+    let listing = Arc::new(Listing::read(std::os::fd::AsRawFd::as_raw_fd(&rd), &mut buf).ok()?);
+    let cost = listing.names.len() + listing.entries.len() * std::mem::size_of::<(u32, u32, u8)>() + 64;
+    LISTINGS.put(&st, listing.clone(), cost, looked_at);
+    Some(listing)
   }
 
   pub fn len(&self) -> usize {

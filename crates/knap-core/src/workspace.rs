@@ -214,6 +214,11 @@ pub struct Ancestor {
 }
 
 impl Ancestor {
+  /// Its descriptor (`O_PATH`: for `fstat` and as the directory of `openat` only).
+  pub fn as_raw_fd(&self) -> RawFd {
+    self.fd.as_raw_fd()
+  }
+
   /// The regular file `rel` below this directory (symlinks followed, as rg does).
   pub fn open_file(&self, rel: &CStr) -> io::Result<Option<Opened>> {
     let fd = openat(self.fd.as_raw_fd(), rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC, 0)?;

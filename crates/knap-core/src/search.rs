@@ -456,6 +456,8 @@ struct Visitor<'a> {
   bytes: AtomicU64,
   max_bytes: Option<u64>,
   over_bytes: AtomicBool,
+  /// The root's device when small files' contents may be kept (`contents`); bounded searches only.
+  keep_dev: Option<u64>,
 }
 
 impl Visitor<'_> {
@@ -601,7 +603,7 @@ impl walk::Visitor for Visitor<'_> {
     // A small file already read, unchanged since (same identity, looked at without following a
     // symlink): its kept contents, with no open or read. Anything else (a miss, a symlink or
     // FIFO swapped in, an error) takes the open below, which words every case as before.
-    let settled = self.req.root.settled_dev();
+    let settled = self.keep_dev;
     if let Some(dev) = settled {
       if let Some(st) = dir.lstat(&c).filter(|st| st.st_dev as u64 == dev) {
         if let Some(data) = contents::get(&st) {
@@ -719,6 +721,9 @@ fn search_within(
     }
     _ => false,
   };
+  // Kept contents and listings (`crate::kept`) serve the small searches an agent repeats at every
+  // step; a large tree would only churn them (it does not fit, and every miss costs a `stat`).
+  let keep_dev = bound.and_then(|_| req.root.settled_dev());
   let visitor = Visitor {
     req,
     matcher: &matcher,
@@ -729,6 +734,7 @@ fn search_within(
     }),
     bytes: AtomicU64::new(0),
     max_bytes: bound.map(|(_, b)| b),
+    keep_dev,
     over_bytes: AtomicBool::new(false),
   };
   match opened {
@@ -753,7 +759,7 @@ fn search_within(
         spread_after: WALK_SPREAD_AFTER_ENTRIES,
         stop,
         max_entries: bound.map(|(n, _)| n),
-        settled_dev: req.root.settled_dev(),
+        settled_dev: keep_dev,
       };
       if walk::walk(dir, at, node, &rules, &visitor, &opts) == walk::End::OverLimit {
         return Ok(None);
@@ -863,6 +869,11 @@ mod tests {
     search(r, &AtomicBool::new(false)).unwrap().output
   }
 
+  /// A bounded search (grep's inline one), which keeps contents and listings.
+  fn go_small(r: &SearchRequest) -> SearchOutput {
+    search_small(r, &AtomicBool::new(false), 64, 256 * 1024).unwrap().unwrap().output
+  }
+
   fn stat(p: &Path) -> libc::stat {
     let c = CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -881,7 +892,7 @@ mod tests {
     let f = d.path().join("f.txt");
     std::fs::write(&f, "needle one\n").unwrap();
     let local = crate::workspace::Workspace::new(d.path()).root().unwrap().settled_dev().is_some();
-    let lines = || match go(&req(d.path(), "needle", Printer::PathLine { max_per_file: 200 })) {
+    let lines = || match go_small(&req(d.path(), "needle", Printer::PathLine { max_per_file: 200 })) {
       SearchOutput::Lines { lines, .. } => lines,
       other => panic!("{other:?}"),
     };
@@ -949,7 +960,7 @@ mod tests {
     std::fs::create_dir(&ws).unwrap();
     std::fs::write(ws.join("ok.txt"), "needle\n").unwrap();
     std::fs::write(ws.join("secret.txt"), "needle\n").unwrap();
-    let files = || match go(&req(&ws, "needle", Printer::Files)) {
+    let files = || match go_small(&req(&ws, "needle", Printer::Files)) {
       SearchOutput::Files(f) => f,
       other => panic!("{other:?}"),
     };

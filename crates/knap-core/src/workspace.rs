@@ -87,6 +87,11 @@ pub struct Root {
   settled: std::sync::OnceLock<Option<u64>>,
 }
 
+/// Whether grep may keep contents between calls, given `KNAP_GREP_KEEP`: on unless it is `0`.
+fn keeping_enabled(var: Option<&OsStr>) -> bool {
+  var.is_none_or(|v| v != "0")
+}
+
 impl Root {
   /// The root's device if it is on a local file system that stamps every change of a
   /// file's contents with a fine-grained change time (`ctime`): ext4, xfs, btrfs, tmpfs, overlayfs,
@@ -95,9 +100,10 @@ impl Root {
   /// (network and FUSE file systems cache attributes; FAT has coarse or no change times). One `fstat`
   /// and one `fstatfs`, on first use; the open root keeps that file system (and so its device
   /// number) in place. Files on other devices below the root (mounts) are not covered.
+  /// `KNAP_GREP_KEEP=0` in the environment turns the keeping off (every search reads every file).
   pub fn settled_dev(&self) -> Option<u64> {
     *self.settled.get_or_init(|| {
-      if !cfg!(target_os = "linux") {
+      if !cfg!(target_os = "linux") || !keeping_enabled(std::env::var_os("KNAP_GREP_KEEP").as_deref()) {
         return None;
       }
       const LOCAL: [i64; 6] = [
@@ -1675,5 +1681,17 @@ mod hardening_tests {
     assert_eq!(read_cancellable(&file, &cancel, &r.abs).unwrap_err().code, "ABORT_ERR");
     let file = w.open_read("f", &r, "open").unwrap();
     assert_eq!(read_cancellable(&file, &CancellationToken::new(), &r.abs).unwrap(), b"original");
+  }
+}
+
+#[cfg(test)]
+mod keeping_tests {
+  use super::*;
+
+  #[test]
+  fn knap_grep_keep_0_turns_keeping_off() {
+    assert!(keeping_enabled(None));
+    assert!(keeping_enabled(Some(OsStr::new("1"))));
+    assert!(!keeping_enabled(Some(OsStr::new("0"))));
   }
 }

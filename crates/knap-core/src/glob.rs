@@ -155,6 +155,7 @@ pub fn glob(req: &GlobRequest<'_>) -> Result<Vec<GlobMatch>, GlobError> {
     spread_after: WALK_SPREAD_AFTER_ENTRIES,
     stop: req.stop,
     max_entries: None,
+    settled_dev: None,
   };
   walk::walk(dir, at, Arc::new(()), &Everything, &visitor, &opts);
   let mut out = visitor.found.into_inner().unwrap_or_else(|e| e.into_inner());

@@ -16,6 +16,7 @@ pub mod error;
 pub mod exec;
 pub mod glob;
 pub mod kernel;
+mod kept;
 pub mod launch;
 pub mod limits;
 pub mod memory;

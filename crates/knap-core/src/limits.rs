@@ -74,6 +74,17 @@ pub const WALK_SPREAD_AFTER_ENTRIES: usize = 512;
 /// timeout task): like `INLINE_READ_MAX_BYTES`, the hop costs more than the search.
 pub const GREP_INLINE_MAX_ENTRIES: usize = 64;
 pub const GREP_INLINE_MAX_BYTES: u64 = 256 * 1024;
+/// grep (and the AI SDK Grep) keep the contents of files of at most this many bytes from search
+/// to search, by identity (see `search::contents`), up to `GREP_CONTENTS_MAX_BYTES` in all (then
+/// the whole cache is dropped and starts again).
+pub const GREP_CONTENTS_FILE_MAX_BYTES: u64 = 16 * 1024;
+pub const GREP_CONTENTS_MAX_BYTES: usize = 8 * 1024 * 1024;
+/// A file is kept only if its last change (`ctime`) is at least this old when it is read: a
+/// change after that gets a later change time (timestamps on the listed file systems are taken
+/// from a clock that ticks every few milliseconds), so the identity moves with the contents.
+pub const GREP_CONTENTS_SETTLED: Duration = Duration::from_secs(2);
+/// grep's walk keeps directory listings the same way (`walk::Listing::read_kept`), this much in all.
+pub const WALK_LISTINGS_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// `grep`: the reference runs rg with a 30 s timeout.
 pub const GREP_TIMEOUT_MS: u64 = 30_000;
 /// Default `timeoutMs` of every tool but bash (`READ_TIMEOUT_MS`, `tool()` default).

@@ -144,8 +144,11 @@ impl RgRules {
   pub fn parents(&self, scope_rel: &Path) -> (Arc<Node>, Option<String>) {
     let mut node = Node::base();
     let mut errors: Vec<String> = Vec::new();
+    let settled = self.root.settled_dev();
     for a in self.root.ancestors().iter().rev() {
-      node = self.node_for(&node, &Place::Outside(a), &mut errors);
+      // Its kept listing, when it can have one: which of rg's names are there, with no probe.
+      let listing = settled.and_then(|dev| crate::walk::Listing::kept_of_path_fd(a.as_raw_fd(), dev));
+      node = self.node_for(&node, &Place::Outside(a, listing.as_deref()), &mut errors);
     }
     // The root and the directories between it and the scope (the scope is the walk's start).
     let parts: Vec<&OsStr> = scope_rel.iter().collect();
@@ -356,22 +359,22 @@ enum Place<'a> {
     rel: &'a Path,
     listing: Option<&'a Listing>,
   },
-  /// Above the root.
-  Outside(&'a Ancestor),
+  /// Above the root, with its listing when it was kept.
+  Outside(&'a Ancestor, Option<&'a Listing>),
 }
 
 impl Place<'_> {
   fn abs(&self) -> &Path {
     match self {
       Place::Inside { abs, .. } => abs,
-      Place::Outside(a) => &a.path,
+      Place::Outside(a, _) => &a.path,
     }
   }
 
   /// Whether to look for `name` at all: a listed directory says; elsewhere rg probes.
   fn listed(&self, name: &[u8]) -> bool {
     match self {
-      Place::Inside { listing: Some(l), .. } => l.find(name).is_some(),
+      Place::Inside { listing: Some(l), .. } | Place::Outside(_, Some(l)) => l.find(name).is_some(),
       _ => true,
     }
   }
@@ -379,7 +382,7 @@ impl Place<'_> {
   /// What the name `name` is, if it is there (rg's `metadata()`, symlinks followed): from the
   /// listing's `d_type` when it says, else looked at.
   fn kind_if_there(&self, name: &str) -> Option<libc::mode_t> {
-    if let Place::Inside { listing: Some(l), .. } = self {
+    if let Place::Inside { listing: Some(l), .. } | Place::Outside(_, Some(l)) = self {
       match l.find(name.as_bytes())? {
         libc::DT_DIR => return Some(libc::S_IFDIR),
         libc::DT_REG => return Some(libc::S_IFREG),
@@ -393,7 +396,7 @@ impl Place<'_> {
   fn kind(&self, rel: &str) -> Option<libc::mode_t> {
     match self {
       Place::Inside { dir, .. } => dir.kind_beneath(Path::new(rel)),
-      Place::Outside(a) => a.kind(&CString::new(rel).ok()?),
+      Place::Outside(a, _) => a.kind(&CString::new(rel).ok()?),
     }
   }
 
@@ -410,7 +413,7 @@ impl Place<'_> {
         }
         Err(_) => None,
       },
-      Place::Outside(a) => a.open_file(&CString::new(rel).ok()?).ok().flatten(),
+      Place::Outside(a, _) => a.open_file(&CString::new(rel).ok()?).ok().flatten(),
     }
   }
 }
@@ -423,7 +426,7 @@ fn worktree_exclude(place: &Place<'_>, errors: &mut Vec<String>) -> Option<Arc<C
   let dot_git = dir_abs.join(".git");
   let opened = match place {
     Place::Inside { dir, .. } => dir.open_file_beneath(Path::new(".git")),
-    Place::Outside(a) => a.open_file(c".git"),
+    Place::Outside(a, _) => a.open_file(c".git"),
   };
   let file = match opened {
     Ok(Some(o)) => o.file,

@@ -354,33 +354,13 @@ impl LocalSandbox {
 
   /// The file's bytes; stops with `ABORT_ERR` when `cancel` fires.
   pub fn read_bytes(&self, path: &str, cancel: &CancellationToken) -> Result<Vec<u8>, ToolError> {
-    let r = self.workspace.resolve(path)?;
-    let (file, _) = self.open_regular(path, &r)?;
+    let (r, file) = self.workspace.resolve_open_read(path, "open")?;
+    let (file, _) = regular_file(file, &r)?;
     read_cancellable(&file, cancel, &r.abs)
   }
 
-  /// Opens a regular file and returns it with its size. The type is checked with `fstat` on the
-  /// descriptor that is then read (a device or FIFO swapped in after any earlier look is refused
-  /// here, `EINVAL`, never read: `/dev/zero` would never end).
-  fn open_regular(&self, path: &str, r: &Resolved) -> Result<(std::fs::File, u64), ToolError> {
-    let file = self.workspace.open_read(path, r, "open")?;
-    let meta = file.metadata().map_err(|e| ToolError::from_io(&e, "stat", &r.abs))?;
-    if meta.is_dir() {
-      return Err(ToolError::from_io(
-        &std::io::Error::from_raw_os_error(libc::EISDIR),
-        "read",
-        &r.abs,
-      ));
-    }
-    if !meta.is_file() {
-      return Err(not_regular(&r.abs));
-    }
-    Ok((file, meta.len()))
-  }
-
   pub fn read_dir(&self, path: &str) -> Result<Vec<String>, ToolError> {
-    let r = self.workspace.resolve(path)?;
-    let dir = self.workspace.open_read(path, &r, "scandir")?;
+    let (r, dir) = self.workspace.resolve_open_read(path, "scandir")?;
     list_dir(&dir, &r)
   }
 
@@ -430,11 +410,16 @@ impl LocalSandbox {
   /// (`fstat`): what is listed or read is what was checked. Stops with `ABORT_ERR` when `cancel`
   /// fires.
   pub fn read(&self, path: &str, opts: &ReadOptions, cancel: &CancellationToken) -> Result<ReadOutcome, ToolError> {
-    let r = self.workspace.resolve(path)?;
-    let file = match self.workspace.open_read(path, &r, "open") {
-      Ok(f) => f,
-      Err(e) if e.code == "ENOENT" || e.code == "ENOTDIR" => return Ok(ReadOutcome::Missing),
-      Err(e) => return Err(e),
+    let (r, file) = match self.workspace.open_read_plain(path)? {
+      Some(done) => done,
+      None => {
+        let r = self.workspace.resolve(path)?;
+        match self.workspace.open_read(path, &r, "open") {
+          Ok(f) => (r, f),
+          Err(e) if e.code == "ENOENT" || e.code == "ENOTDIR" => return Ok(ReadOutcome::Missing),
+          Err(e) => return Err(e),
+        }
+      }
     };
     let meta = file.metadata().map_err(|e| ToolError::from_io(&e, "stat", &r.abs))?;
     if meta.is_dir() {
@@ -458,6 +443,24 @@ impl LocalSandbox {
       }
     })
   }
+}
+
+/// The opened file if it is a regular file, with its size. The type is checked with `fstat` on
+/// the descriptor that is then read (a device or FIFO swapped in after any earlier look is
+/// refused here, `EINVAL`, never read: `/dev/zero` would never end).
+fn regular_file(file: std::fs::File, r: &Resolved) -> Result<(std::fs::File, u64), ToolError> {
+  let meta = file.metadata().map_err(|e| ToolError::from_io(&e, "stat", &r.abs))?;
+  if meta.is_dir() {
+    return Err(ToolError::from_io(
+      &std::io::Error::from_raw_os_error(libc::EISDIR),
+      "read",
+      &r.abs,
+    ));
+  }
+  if !meta.is_file() {
+    return Err(not_regular(&r.abs));
+  }
+  Ok((file, meta.len()))
 }
 
 /// `EINVAL` for a FIFO, socket or device: the sandbox reads regular files only.

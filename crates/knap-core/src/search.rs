@@ -359,6 +359,92 @@ impl SizedReader<'_> {
   }
 }
 
+/// What a file is searched from.
+enum Source {
+  /// The opened file, read as far as its `fstat` size.
+  File(Opened),
+  /// Its bytes, kept or read whole at once, and the read error that cut them short, if any.
+  Bytes {
+    stat: libc::stat,
+    data: Arc<[u8]>,
+    error: Option<std::io::Error>,
+  },
+}
+
+/// Ends a byte stream the way the file's read did: with its error once, else end-of-file.
+struct FailingReader(Option<std::io::Error>);
+
+impl std::io::Read for FailingReader {
+  fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+    match self.0.take() {
+      Some(e) => Err(e),
+      None => Ok(0),
+    }
+  }
+}
+
+/// Small files' contents kept from search to search ([`crate::kept`]): a hit costs one `fstatat`
+/// of the name in its directory instead of `openat` + `fstat` + `read` + `close`.
+mod contents {
+  use std::sync::Arc;
+  use std::time::SystemTime;
+
+  use super::Source;
+  use crate::kept::Kept;
+  use crate::limits::{GREP_CONTENTS_FILE_MAX_BYTES, GREP_CONTENTS_MAX_BYTES};
+  use crate::workspace::Opened;
+
+  static FILES: Kept<[u8]> = Kept::new(GREP_CONTENTS_MAX_BYTES);
+
+  /// The kept contents of the regular file `st` describes, if it has not changed since.
+  pub(super) fn get(st: &libc::stat) -> Option<Arc<[u8]>> {
+    FILES.get(st, libc::S_IFREG)
+  }
+
+  /// A file small enough to keep (a size of 0 may be `/proc`'s "unknown": read as before).
+  pub(super) fn fits(st: &libc::stat) -> bool {
+    st.st_size > 0 && st.st_size as u64 <= GREP_CONTENTS_FILE_MAX_BYTES
+  }
+
+  /// Reads a file that [`fits`] whole (as far as its `fstat` size, as the searcher's reader
+  /// would) and keeps it if it was complete and settled at `opened_at` (taken before the open).
+  pub(super) fn read(opened: Opened, opened_at: SystemTime) -> Source {
+    let Opened { file, stat } = opened;
+    let mut data = vec![0u8; stat.st_size as usize];
+    let mut n = 0;
+    let mut error = None;
+    while n < data.len() {
+      match std::io::Read::read(&mut &file, &mut data[n..]) {
+        Ok(0) => break,
+        Ok(k) => n += k,
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+        Err(e) => {
+          error = Some(e);
+          break;
+        }
+      }
+    }
+    data.truncate(n);
+    let data: Arc<[u8]> = data.into();
+    if error.is_none() && n as i64 == stat.st_size {
+      FILES.put(&stat, data.clone(), n, opened_at);
+    }
+    Source::Bytes { stat, data, error }
+  }
+
+  /// Test hook: whether the file `st` describes is kept as it is now.
+  #[cfg(test)]
+  pub(super) fn holds(st: &libc::stat) -> bool {
+    get(st).is_some()
+  }
+
+  /// Test hook: keep `data` as the contents of the file `st` describes.
+  #[cfg(test)]
+  pub(super) fn force(st: &libc::stat, data: &[u8]) {
+    FILES.put(st, data.into(), data.len(), SystemTime::now() + std::time::Duration::from_secs(3600));
+  }
+}
+
 /// What the walk does with each file: open it through its directory, search it, collect what it
 /// printed. Also counts bytes for a bounded search.
 struct Visitor<'a> {
@@ -370,6 +456,8 @@ struct Visitor<'a> {
   bytes: AtomicU64,
   max_bytes: Option<u64>,
   over_bytes: AtomicBool,
+  /// The root's device when small files' contents may be kept (`contents`); bounded searches only.
+  keep_dev: Option<u64>,
 }
 
 impl Visitor<'_> {
@@ -422,8 +510,16 @@ impl Visitor<'_> {
   }
 
   fn search_file(&self, local: &mut Local, file: Arc<str>, opened: Opened) -> bool {
+    self.search_source(local, file, Source::File(opened))
+  }
+
+  fn search_source(&self, local: &mut Local, file: Arc<str>, source: Source) -> bool {
+    let st_size = match &source {
+      Source::File(opened) => opened.stat.st_size,
+      Source::Bytes { stat, .. } => stat.st_size,
+    };
     if let Some(max) = self.max_bytes {
-      let size = opened.stat.st_size.max(0) as u64;
+      let size = st_size.max(0) as u64;
       if self.bytes.fetch_add(size, Ordering::Relaxed) + size > max {
         self.over_bytes.store(true, Ordering::Relaxed);
         return false;
@@ -442,15 +538,24 @@ impl Visitor<'_> {
       bytes: 0,
       pending_before: Vec::new(),
     };
-    let size = opened.stat.st_size.max(0) as u64;
-    let reader = SizedReader {
-      file: opened.file,
-      remaining: (size > 0).then_some(size),
-      buf: &mut local.buf,
-      pos: 0,
-      filled: 0,
+    let searched = match source {
+      Source::File(opened) => {
+        let size = st_size.max(0) as u64;
+        let reader = SizedReader {
+          file: opened.file,
+          remaining: (size > 0).then_some(size),
+          buf: &mut local.buf,
+          pos: 0,
+          filled: 0,
+        };
+        local.searcher.search_reader(self.matcher, reader, &mut sink)
+      }
+      // The same byte stream the file gives (and its read error at the same place).
+      Source::Bytes { data, error, .. } => {
+        let reader = std::io::Read::chain(&data[..], FailingReader(error));
+        local.searcher.search_reader(self.matcher, reader, &mut sink)
+      }
     };
-    let searched = local.searcher.search_reader(self.matcher, reader, &mut sink);
     if let Err(err) = searched {
       self.error(|| format!("grep: {file}: {err}"));
     }
@@ -495,8 +600,24 @@ impl walk::Visitor for Visitor<'_> {
     let sep = if display.ends_with('/') { "" } else { "/" };
     let file: Arc<str> = Arc::from(format!("{display}{sep}{}{shown}", at.rel));
     let Ok(c) = CString::new(name) else { return true };
+    // A small file already read, unchanged since (same identity, looked at without following a
+    // symlink): its kept contents, with no open or read. Anything else (a miss, a symlink or
+    // FIFO swapped in, an error) takes the open below, which words every case as before.
+    let settled = self.keep_dev;
+    if let Some(dev) = settled {
+      if let Some(st) = dir.lstat(&c).filter(|st| st.st_dev as u64 == dev) {
+        if let Some(data) = contents::get(&st) {
+          return self.search_source(local, file, Source::Bytes { stat: st, data, error: None });
+        }
+      }
+    }
+    let opened_at = crate::kept::now();
     match dir.open_file(&c) {
-      Ok(Some(opened)) => self.search_file(local, file, opened),
+      Ok(Some(opened)) if settled == Some(opened.stat.st_dev as u64) && contents::fits(&opened.stat) => {
+        let source = contents::read(opened, opened_at);
+        self.search_source(local, file, source)
+      }
+      Ok(Some(opened)) => self.search_source(local, file, Source::File(opened)),
       // Replaced by something that is not a regular file since it was listed.
       Ok(None) => true,
       Err(err) if vanished(&err) => true,
@@ -600,6 +721,9 @@ fn search_within(
     }
     _ => false,
   };
+  // Kept contents and listings (`crate::kept`) serve the small searches an agent repeats at every
+  // step; a large tree would only churn them (it does not fit, and every miss costs a `stat`).
+  let keep_dev = bound.and_then(|_| req.root.settled_dev());
   let visitor = Visitor {
     req,
     matcher: &matcher,
@@ -610,6 +734,7 @@ fn search_within(
     }),
     bytes: AtomicU64::new(0),
     max_bytes: bound.map(|(_, b)| b),
+    keep_dev,
     over_bytes: AtomicBool::new(false),
   };
   match opened {
@@ -634,6 +759,7 @@ fn search_within(
         spread_after: WALK_SPREAD_AFTER_ENTRIES,
         stop,
         max_entries: bound.map(|(n, _)| n),
+        settled_dev: keep_dev,
       };
       if walk::walk(dir, at, node, &rules, &visitor, &opts) == walk::End::OverLimit {
         return Ok(None);
@@ -741,6 +867,129 @@ mod tests {
 
   fn go(r: &SearchRequest) -> SearchOutput {
     search(r, &AtomicBool::new(false)).unwrap().output
+  }
+
+  /// A bounded search (grep's inline one), which keeps contents and listings.
+  fn go_small(r: &SearchRequest) -> SearchOutput {
+    search_small(r, &AtomicBool::new(false), 64, 256 * 1024).unwrap().unwrap().output
+  }
+
+  fn stat(p: &Path) -> libc::stat {
+    let c = CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: NUL-terminated path, writable stat buffer.
+    assert_eq!(unsafe { libc::lstat(c.as_ptr(), &mut st) }, 0);
+    st
+  }
+
+  /// The kept contents (`contents`): a file changed within the settle time is not kept; a settled
+  /// one is kept after one search and then served from there (a forced entry shows it); any
+  /// change, of the same size too, moves the file's identity and it is searched from disk again.
+  /// On a file system not listed in `Root::settled_dev` nothing is ever kept.
+  #[test]
+  fn kept_contents_follow_every_change() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("f.txt");
+    std::fs::write(&f, "needle one\n").unwrap();
+    let local = crate::workspace::Workspace::new(d.path()).root().unwrap().settled_dev().is_some();
+    let lines = || match go_small(&req(d.path(), "needle", Printer::PathLine { max_per_file: 200 })) {
+      SearchOutput::Lines { lines, .. } => lines,
+      other => panic!("{other:?}"),
+    };
+    crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
+    assert_eq!(lines(), vec!["./f.txt:1:needle one".to_string()]);
+    assert!(!contents::holds(&stat(&f)), "a file changed just now is not kept");
+    // As if two minutes had passed since the file was written.
+    crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::from_secs(120)));
+    assert_eq!(lines(), vec!["./f.txt:1:needle one".to_string()]);
+    assert_eq!(contents::holds(&stat(&f)), local);
+    if local {
+      contents::force(&stat(&f), b"needle kept\n");
+      assert_eq!(lines(), vec!["./f.txt:1:needle kept".to_string()]);
+    }
+    // Same size, new contents: written until the change time moves (it ticks every few ms).
+    let before = stat(&f);
+    for _ in 0..2000 {
+      std::fs::write(&f, "needle two\n").unwrap();
+      let now = stat(&f);
+      if (now.st_ctime, now.st_ctime_nsec) != (before.st_ctime, before.st_ctime_nsec) {
+        break;
+      }
+      std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(lines(), vec!["./f.txt:1:needle two".to_string()]);
+    assert_eq!(contents::holds(&stat(&f)), local);
+    // A larger file is never kept.
+    std::fs::write(&f, format!("needle\n{}", "x".repeat(20_000))).unwrap();
+    assert_eq!(lines(), vec!["./f.txt:1:needle".to_string()]);
+    assert!(!contents::holds(&stat(&f)));
+    // The directory's listing is kept too; a name added (or removed) moves the directory's ctime
+    // and it is listed again.
+    assert_eq!(crate::walk::listing_kept(&stat(d.path())), local);
+    let changed = |before: &libc::stat, make: &dyn Fn()| {
+      for _ in 0..2000 {
+        make();
+        let now = stat(d.path());
+        if (now.st_ctime, now.st_ctime_nsec) != (before.st_ctime, before.st_ctime_nsec) {
+          return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let _ = std::fs::remove_file(d.path().join("scratch"));
+        std::fs::write(d.path().join("scratch"), "").unwrap();
+      }
+    };
+    let before = stat(d.path());
+    changed(&before, &|| std::fs::write(d.path().join("g.txt"), "needle g\n").unwrap());
+    let _ = std::fs::remove_file(d.path().join("scratch"));
+    assert_eq!(lines(), vec!["./f.txt:1:needle".to_string(), "./g.txt:1:needle g".to_string()]);
+    let before = stat(d.path());
+    changed(&before, &|| {
+      let _ = std::fs::remove_file(d.path().join("g.txt"));
+    });
+    let _ = std::fs::remove_file(d.path().join("scratch"));
+    assert_eq!(lines(), vec!["./f.txt:1:needle".to_string()]);
+    crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
+  }
+
+  /// An ancestor's listing is kept like the workspace's own (`Listing::kept_of_path_fd`): an
+  /// `.ignore` added there after it was kept applies, and stops applying once it is removed.
+  #[test]
+  fn kept_ancestor_listings_follow_their_ignore_files() {
+    let parent = tempfile::tempdir().unwrap();
+    let ws = parent.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("ok.txt"), "needle\n").unwrap();
+    std::fs::write(ws.join("secret.txt"), "needle\n").unwrap();
+    let files = || match go_small(&req(&ws, "needle", Printer::Files)) {
+      SearchOutput::Files(f) => f,
+      other => panic!("{other:?}"),
+    };
+    let both = vec!["./ok.txt".to_string(), "./secret.txt".to_string()];
+    crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::from_secs(120)));
+    assert_eq!(files(), both);
+    let local = crate::workspace::Workspace::new(&ws).root().unwrap().settled_dev().is_some();
+    assert_eq!(crate::walk::listing_kept(&stat(parent.path())), local);
+    // Changes the parent until its change time moves (it ticks every few ms).
+    let change = |make: &dyn Fn()| {
+      let before = stat(parent.path());
+      for _ in 0..2000 {
+        make();
+        let _ = std::fs::remove_file(parent.path().join("scratch"));
+        let now = stat(parent.path());
+        if (now.st_ctime, now.st_ctime_nsec) != (before.st_ctime, before.st_ctime_nsec) {
+          return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        std::fs::write(parent.path().join("scratch"), "").unwrap();
+      }
+    };
+    change(&|| std::fs::write(parent.path().join(".ignore"), "secret.txt\n").unwrap());
+    assert_eq!(files(), vec!["./ok.txt".to_string()]);
+    change(&|| {
+      let _ = std::fs::remove_file(parent.path().join(".ignore"));
+    });
+    assert_eq!(files(), both);
+    crate::kept::NOW_AHEAD.with(|a| a.set(std::time::Duration::ZERO));
   }
 
   #[test]

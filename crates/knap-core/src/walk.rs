@@ -17,12 +17,14 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use crate::kept::Kept;
+use crate::limits::WALK_LISTINGS_MAX_BYTES;
 use crate::workspace::Dir;
 
 /// Where a directory is: its absolute path (what rg matches ignore rules against and prints in
@@ -57,6 +59,15 @@ pub enum Kind {
   Link,
   /// A FIFO, socket or device.
   Other,
+}
+
+/// Listings kept from walk to walk ([`Listing::read_kept`]).
+static LISTINGS: Kept<Listing> = Kept::new(WALK_LISTINGS_MAX_BYTES);
+
+/// Test hook: whether the listing of the directory `st` describes is kept as it is now.
+#[cfg(test)]
+pub(crate) fn listing_kept(st: &libc::stat) -> bool {
+  LISTINGS.get(st, libc::S_IFDIR).is_some()
 }
 
 /// One directory's entries as `getdents64` returned them (`.` and `..` left out): the names in
@@ -105,6 +116,61 @@ impl Listing {
         out.names.extend_from_slice(name);
       }
     }
+  }
+
+  /// [`Listing::read`], or the listing kept from an earlier walk when the directory (on the
+  /// device `settled_dev`, see [`crate::kept`]) has not changed since: its entries cannot have
+  /// changed without its ctime moving. One `fstat` instead of two `getdents64` on a hit.
+  pub fn read_kept(dir: &Dir, buf: &mut [u8], settled_dev: Option<u64>) -> io::Result<Arc<Listing>> {
+    let fd = dir.as_raw_fd();
+    let Some(dev) = settled_dev else {
+      return Listing::read(fd, buf).map(Arc::new);
+    };
+    let looked_at = crate::kept::now();
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor, writable stat buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_dev as u64 != dev {
+      return Listing::read(fd, buf).map(Arc::new);
+    }
+    if let Some(kept) = LISTINGS.get(&st, libc::S_IFDIR) {
+      return Ok(kept);
+    }
+    let listing = Arc::new(Listing::read(fd, buf)?);
+    let cost = listing.names.len() + listing.entries.len() * std::mem::size_of::<(u32, u32, u8)>() + 64;
+    LISTINGS.put(&st, listing.clone(), cost, looked_at);
+    Ok(listing)
+  }
+
+  /// The kept listing of the directory `fd` (which may be an `O_PATH` descriptor) on the device
+  /// `settled_dev`, read now (through a readable descriptor of `.`) if it is not kept but will be
+  /// (settled, and small: at most 256 KiB of directory); `None` otherwise (another device, no read
+  /// permission, changing, large): the caller then probes the few names it needs, which costs
+  /// less than listing a busy directory such as `/tmp` again and again.
+  pub fn kept_of_path_fd(fd: RawFd, settled_dev: u64) -> Option<Arc<Listing>> {
+    let looked_at = crate::kept::now();
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid descriptor, writable stat buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_dev as u64 != settled_dev {
+      return None;
+    }
+    if let Some(kept) = LISTINGS.get(&st, libc::S_IFDIR) {
+      return Some(kept);
+    }
+    if !crate::kept::settled(&st, looked_at) || st.st_size > 256 * 1024 {
+      return None;
+    }
+    // SAFETY: valid directory descriptor, NUL-terminated name.
+    let rd = unsafe { libc::openat(fd, c".".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if rd < 0 {
+      return None;
+    }
+    // SAFETY: `rd` was just returned by openat and is owned here.
+    let rd = unsafe { std::os::fd::OwnedFd::from_raw_fd(rd) };
+    let mut buf = vec![0u8; 16 * 1024];
+    let listing = Arc::new(Listing::read(std::os::fd::AsRawFd::as_raw_fd(&rd), &mut buf).ok()?);
+    let cost = listing.names.len() + listing.entries.len() * std::mem::size_of::<(u32, u32, u8)>() + 64;
+    LISTINGS.put(&st, listing.clone(), cost, looked_at);
+    Some(listing)
   }
 
   pub fn len(&self) -> usize {
@@ -212,6 +278,9 @@ pub struct Options<'a> {
   pub stop: &'a AtomicBool,
   /// End the walk (with [`End::OverLimit`]) once more entries than this were found.
   pub max_entries: Option<usize>,
+  /// The workspace root's device when its listings may be kept from walk to walk
+  /// ([`crate::workspace::Root::settled_dev`], [`crate::kept`]); `None` reads every directory.
+  pub settled_dev: Option<u64>,
 }
 
 /// How a walk ended.
@@ -279,6 +348,7 @@ pub fn walk<R: Rules, V: Visitor>(
     seen: AtomicUsize::new(0),
     max_entries: opts.max_entries,
     over_limit: AtomicBool::new(false),
+    settled_dev: opts.settled_dev,
   };
   std::thread::scope(|scope| {
     let mut spread = opts.threads > 1;
@@ -317,6 +387,7 @@ struct Shared<'a, R: Rules, V> {
   seen: AtomicUsize,
   max_entries: Option<usize>,
   over_limit: AtomicBool,
+  settled_dev: Option<u64>,
 }
 
 impl<R: Rules, V: Visitor> Shared<'_, R, V> {
@@ -422,7 +493,7 @@ impl<R: Rules, V: Visitor> Shared<'_, R, V> {
         }
       },
     };
-    let listing = match Listing::read(dir.as_raw_fd(), buf) {
+    let listing = match Listing::read_kept(&dir, buf, self.settled_dev) {
       Ok(l) => l,
       Err(e) => {
         if !self.visitor.dir_error(local, &at, e) {

@@ -229,6 +229,7 @@ fn ours(
     spread_after: 3,
     stop: &stop,
     max_entries: None,
+    settled_dev: None,
   };
   walk::walk(dir, at, node, &rules, &visitor, &opts);
   let mut files = visitor.files.into_inner().unwrap();
@@ -426,6 +427,7 @@ fn a_directory_swapped_for_a_symlink_mid_walk_is_never_entered() {
     spread_after: usize::MAX,
     stop: &stop,
     max_entries: None,
+    settled_dev: None,
   };
   let at = At {
     abs: root.path.clone(),

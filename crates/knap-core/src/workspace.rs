@@ -12,7 +12,9 @@
 //! a descriptor of the workspace with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: if a
 //! directory is swapped for an outward symlink between the check and the open, the kernel refuses
 //! to leave the workspace. Kernels without `openat2` get an `O_NOFOLLOW` walk, component by
-//! component, over the canonical (symlink-free) relative path.
+//! component, over the canonical (symlink-free) relative path. A read of a path with no symlink on
+//! it does both in one `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` ([`open_plain`]): its
+//! realpath is its lexical form, so the check has nothing to add; anything else takes the two steps.
 
 use std::ffi::{CStr, CString, OsStr};
 use std::fs::File;
@@ -52,13 +54,74 @@ fn resolve_in(root: &Root, candidate: &str, max_steps: usize) -> Result<Option<R
   }
 }
 
+/// How [`Workspace::open_read`] opens: `O_NONBLOCK` keeps the open of a FIFO from waiting for a
+/// writer (the caller then refuses it as not a regular file); it changes nothing for regular files.
+const READ_FLAGS: i32 = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+/// The containment check and the open in one system call, for the common case: a candidate that
+/// is lexically inside the root, opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`.
+/// When that open succeeds no component was a symlink, so the reference's answer (the realpath of
+/// the lexical path) is the lexical path itself, and the descriptor is what [`open_beneath`] of
+/// that path opens. Any failure (a symlink on the way: `ELOOP`; missing; not permitted; more than
+/// `max_components`; no openat2) is `None`, and the caller takes the two-step path, which gives
+/// every error and every symlink case exactly as before. [`check_path`] must have passed.
+fn open_plain(root: &Root, candidate: &str, flags: i32, max_components: usize) -> Option<(Resolved, OwnedFd)> {
+  let given = name_bytes(candidate);
+  let given = Path::new(OsStr::from_bytes(&given));
+  let lexical = normalize(&if given.is_absolute() { given.to_path_buf() } else { root.path.join(given) });
+  let rel = lexical.strip_prefix(&root.path).ok()?;
+  if rel.components().count() > max_components {
+    return None;
+  }
+  let rel_c = CString::new(if rel.as_os_str().is_empty() { OsStr::new(".") } else { rel.as_os_str() }.as_bytes()).ok()?;
+  let fd = openat2_resolve(root.dir.as_raw_fd(), &rel_c, flags | libc::O_NOFOLLOW, 0, RESOLVE_NO_SYMLINKS).ok()?;
+  let rel = rel.to_path_buf();
+  Some((Resolved { abs: lexical, rel }, fd))
+}
+
 /// The canonical root and a descriptor of it.
 pub struct Root {
   pub path: PathBuf,
   dir: OwnedFd,
+  /// [`Root::settled_dev`], looked up once.
+  settled: std::sync::OnceLock<Option<u64>>,
+}
+
+/// Whether grep may keep contents between calls, given `KNAP_GREP_KEEP`: on unless it is `0`.
+fn keeping_enabled(var: Option<&OsStr>) -> bool {
+  var.is_none_or(|v| v != "0")
 }
 
 impl Root {
+  /// The root's device if it is on a local file system that stamps every change of a
+  /// file's contents with a fine-grained change time (`ctime`): ext4, xfs, btrfs, tmpfs, overlayfs,
+  /// f2fs. There a file whose (device, inode, size, mtime, ctime) did not move has the same
+  /// contents, which lets grep keep small files' contents ([`crate::search`]). `None` elsewhere
+  /// (network and FUSE file systems cache attributes; FAT has coarse or no change times). One `fstat`
+  /// and one `fstatfs`, on first use; the open root keeps that file system (and so its device
+  /// number) in place. Files on other devices below the root (mounts) are not covered.
+  /// `KNAP_GREP_KEEP=0` in the environment turns the keeping off (every search reads every file).
+  pub fn settled_dev(&self) -> Option<u64> {
+    *self.settled.get_or_init(|| {
+      if !cfg!(target_os = "linux") || !keeping_enabled(std::env::var_os("KNAP_GREP_KEEP").as_deref()) {
+        return None;
+      }
+      const LOCAL: [i64; 6] = [
+        0xEF53,     // ext2/3/4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0x0102_1994, // tmpfs
+        0x794C_7630, // overlayfs
+        0xF2F5_2010, // f2fs
+      ];
+      let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+      let mut st: libc::stat = unsafe { std::mem::zeroed() };
+      // SAFETY: valid descriptor, writable buffers.
+      let ok = unsafe { libc::fstatfs(self.dir.as_raw_fd(), &mut fs) == 0 && libc::fstat(self.dir.as_raw_fd(), &mut st) == 0 };
+      (ok && LOCAL.contains(&(fs.f_type as i64))).then_some(st.st_dev as u64)
+    })
+  }
+
   /// Opens `rel` (relative to the root) for reading without ever leaving the root
   /// (`openat2(RESOLVE_BENEATH)`, or the `O_NOFOLLOW` walk), following no final symlink
   /// (`O_NOFOLLOW`) and never waiting (`O_NONBLOCK`: a FIFO swapped in opens at once). `None` for
@@ -92,6 +155,10 @@ pub struct Opened {
 }
 
 impl Dir {
+  fn new(fd: OwnedFd) -> Self {
+    Self { fd }
+  }
+
   pub fn as_raw_fd(&self) -> RawFd {
     self.fd.as_raw_fd()
   }
@@ -100,7 +167,7 @@ impl Dir {
   /// `ENOTDIR`).
   pub fn open_dir(&self, name: &CStr) -> io::Result<Dir> {
     let fd = openat(self.as_raw_fd(), name, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0)?;
-    Ok(Dir { fd })
+    Ok(Dir::new(fd))
   }
 
   /// The file `name` (one component), never through a symlink, never waiting (`O_NONBLOCK`);
@@ -153,6 +220,11 @@ pub struct Ancestor {
 }
 
 impl Ancestor {
+  /// Its descriptor (`O_PATH`: for `fstat` and as the directory of `openat` only).
+  pub fn as_raw_fd(&self) -> RawFd {
+    self.fd.as_raw_fd()
+  }
+
   /// The regular file `rel` below this directory (symlinks followed, as rg does).
   pub fn open_file(&self, rel: &CStr) -> io::Result<Option<Opened>> {
     let fd = openat(self.fd.as_raw_fd(), rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC, 0)?;
@@ -177,7 +249,7 @@ impl Root {
       libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
       0,
     )?;
-    Ok(Dir { fd })
+    Ok(Dir::new(fd))
   }
 
   /// Opens `rel` beneath the root whatever it is, in one `open` (`O_RDONLY | O_NONBLOCK`, not
@@ -196,7 +268,7 @@ impl Root {
       return Err(io::Error::last_os_error());
     }
     Ok(match st.st_mode & libc::S_IFMT {
-      libc::S_IFDIR => Scope::Dir(Dir { fd }),
+      libc::S_IFDIR => Scope::Dir(Dir::new(fd)),
       libc::S_IFREG => Scope::File(Opened {
         file: File::from(fd),
         stat: st,
@@ -393,7 +465,11 @@ impl Workspace {
     })?;
     let dir = open_path(&path, DIR_HANDLE | libc::O_DIRECTORY | libc::O_CLOEXEC)
       .map_err(|e| ToolError::from_io(&e, "open", &path))?;
-    let root = Arc::new(Root { path, dir });
+    let root = Arc::new(Root {
+      path,
+      dir,
+      settled: std::sync::OnceLock::new(),
+    });
     *slot = Some(root.clone());
     Ok(root)
   }
@@ -449,18 +525,44 @@ impl Workspace {
     }
   }
 
-  /// Opens an existing path for reading (files and directories) inside the workspace.
-  /// `O_NONBLOCK` keeps the open of a FIFO from waiting for a writer (the caller then refuses
-  /// it as not a regular file); it changes nothing for regular files.
+  /// The one-step form of [`Self::resolve`] then [`Self::open_read`] ([`open_plain`]): `None`
+  /// when it does not apply or fails, and the caller takes the two steps (which give every error).
+  /// The errors here are the ones `resolve` gives first: [`check_path`]'s and the root's.
+  pub fn open_read_plain(&self, candidate: &str) -> Result<Option<(Resolved, File)>, ToolError> {
+    check_path(candidate)?;
+    let root = self.root()?;
+    Ok(open_plain(&root, candidate, READ_FLAGS, usize::MAX).map(|(r, fd)| (r, File::from(fd))))
+  }
+
+  /// [`Self::resolve`] then [`Self::open_read`], in one `openat2` when it can be.
+  pub fn resolve_open_read(&self, candidate: &str, syscall: &str) -> Result<(Resolved, File), ToolError> {
+    if let Some(done) = self.open_read_plain(candidate)? {
+      return Ok(done);
+    }
+    let r = self.resolve(candidate)?;
+    let file = self.open_read(candidate, &r, syscall)?;
+    Ok((r, file))
+  }
+
+  /// [`Self::resolve_open_read`] without blocking the calling thread on a long walk: the one-step
+  /// open for a path of at most [`INLINE_RESOLVE_STEPS`] components, else [`Self::resolve_async`].
+  pub async fn resolve_open_read_async(&self, candidate: &str, syscall: &str) -> Result<(Resolved, File), ToolError> {
+    check_path(candidate)?;
+    let root = self.root()?;
+    if let Some((r, fd)) = open_plain(&root, candidate, READ_FLAGS, INLINE_RESOLVE_STEPS) {
+      return Ok((r, File::from(fd)));
+    }
+    let r = self.resolve_async(candidate).await?;
+    let file = self.open_read(candidate, &r, syscall)?;
+    Ok((r, file))
+  }
+
+  /// Opens an existing path for reading (files and directories) inside the workspace
+  /// ([`READ_FLAGS`]).
   pub fn open_read(&self, candidate: &str, resolved: &Resolved, syscall: &str) -> Result<File, ToolError> {
     let root = self.root()?;
-    let fd = open_beneath(
-      &root,
-      &resolved.rel,
-      libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
-      0,
-    )
-    .map_err(|e| map_open_error(e, candidate, syscall, &resolved.abs))?;
+    let fd = open_beneath(&root, &resolved.rel, READ_FLAGS, 0)
+      .map_err(|e| map_open_error(e, candidate, syscall, &resolved.abs))?;
     Ok(File::from(fd))
   }
 
@@ -950,6 +1052,7 @@ struct OpenHow {
 
 #[cfg(all(target_os = "linux", not(knap_portable)))]
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 #[cfg(all(target_os = "linux", not(knap_portable)))]
 const RESOLVE_BENEATH: u64 = 0x08;
 
@@ -958,12 +1061,17 @@ const RESOLVE_BENEATH: u64 = 0x08;
 /// walk: it refuses a symlink swapped in at any component, but cannot refuse a hard link or a
 /// bind mount inside the workspace that points elsewhere (openat2 cannot either).
 #[cfg(any(not(target_os = "linux"), knap_portable))]
-fn openat2_beneath(_dirfd: RawFd, _rel: &CString, _flags: i32, _mode: u32) -> io::Result<OwnedFd> {
+fn openat2_resolve(_dirfd: RawFd, _rel: &CString, _flags: i32, _mode: u32, _extra: u64) -> io::Result<OwnedFd> {
   Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
-#[cfg(all(target_os = "linux", not(knap_portable)))]
 fn openat2_beneath(dirfd: RawFd, rel: &CString, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+  openat2_resolve(dirfd, rel, flags, mode, 0)
+}
+
+/// `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | extra)`.
+#[cfg(all(target_os = "linux", not(knap_portable)))]
+fn openat2_resolve(dirfd: RawFd, rel: &CString, flags: i32, mode: u32, extra: u64) -> io::Result<OwnedFd> {
   let how = OpenHow {
     flags: flags as u64,
     mode: if flags & libc::O_CREAT != 0 {
@@ -971,7 +1079,7 @@ fn openat2_beneath(dirfd: RawFd, rel: &CString, flags: i32, mode: u32) -> io::Re
     } else {
       0
     },
-    resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | extra,
   };
   loop {
     // SAFETY: arguments follow openat2(2); `how` lives across the call.
@@ -1573,5 +1681,17 @@ mod hardening_tests {
     assert_eq!(read_cancellable(&file, &cancel, &r.abs).unwrap_err().code, "ABORT_ERR");
     let file = w.open_read("f", &r, "open").unwrap();
     assert_eq!(read_cancellable(&file, &CancellationToken::new(), &r.abs).unwrap(), b"original");
+  }
+}
+
+#[cfg(test)]
+mod keeping_tests {
+  use super::*;
+
+  #[test]
+  fn knap_grep_keep_0_turns_keeping_off() {
+    assert!(keeping_enabled(None));
+    assert!(keeping_enabled(Some(OsStr::new("1"))));
+    assert!(!keeping_enabled(Some(OsStr::new("0"))));
   }
 }

@@ -36,8 +36,7 @@ pub(super) async fn run(
   if !tools.is_local() {
     return run_remote(tools, path, offset as u64, limit.map(|l| l as u64), keep, cancel).await;
   }
-  let resolved = tools.workspace().resolve_async(&path).await?;
-  let file = tools.workspace().open_read(&path, &resolved, "stat")?;
+  let (resolved, file) = tools.workspace().resolve_open_read_async(&path, "stat").await?;
   // fstat of an open descriptor does not wait on the disk: done here, before choosing a path.
   let meta = file
     .metadata()
@@ -49,12 +48,20 @@ pub(super) async fn run(
   let (offset, limit) = (offset as u64, limit.map(|l| l as u64));
   let mut head = Vec::new();
   if meta.len() <= INLINE_READ_MAX_BYTES {
-    // A small file is read and numbered on the calling thread: no blocking-pool hop.
-    head.reserve_exact(meta.len() as usize + 1);
-    (&file)
-      .take(INLINE_READ_MAX_BYTES + 1)
-      .read_to_end(&mut head)
-      .map_err(read_error(&path, &resolved.abs))?;
+    // A small file is read and numbered on the calling thread: no blocking-pool hop. It is read
+    // as far as its `fstat` size, with no end-of-file read (as grep reads): a file growing
+    // meanwhile is shown as it was when opened. A size of 0 (what `/proc` reports for files with
+    // content) reads to the real end.
+    if meta.len() > 0 {
+      head.resize(meta.len() as usize, 0);
+      let n = read_full(&file, &mut head).map_err(read_error(&path, &resolved.abs))?;
+      head.truncate(n);
+    } else {
+      (&file)
+        .take(INLINE_READ_MAX_BYTES + 1)
+        .read_to_end(&mut head)
+        .map_err(read_error(&path, &resolved.abs))?;
+    }
     if head.len() as u64 <= INLINE_READ_MAX_BYTES {
       let numbered = number_lines(
         &head[..],
@@ -83,6 +90,20 @@ pub(super) async fn run(
   })
   .await?;
   Ok(finish(tools, &path, numbered))
+}
+
+/// Reads until `buf` is full or the file ends; the bytes read.
+fn read_full(mut file: &std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+  let mut n = 0;
+  while n < buf.len() {
+    match file.read(&mut buf[n..]) {
+      Ok(0) => break,
+      Ok(k) => n += k,
+      Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+      Err(e) => return Err(e),
+    }
+  }
+  Ok(n)
 }
 
 /// A read error of `read_file`: `EISDIR` (a directory that passed as a file) is `not a file`.

@@ -344,6 +344,33 @@ async fn read_file_reads_small_files_inline_and_streams_large_ones_to_the_same_t
   assert_eq!(first.unwrap().text, "1\tx\n2\ty\n3\t");
 }
 
+/// A small file is read as far as its `fstat` size; a file whose size says 0 but holds text
+/// (`/proc`) is read to its real end. A path through an inward symlink (which the one-step open
+/// refuses) gives the same text as the plain path.
+#[tokio::test]
+async fn read_file_reads_to_the_real_end_when_the_size_says_zero() {
+  let tools = ShellTools::new(ShellToolsConfig::new("/proc/self")).unwrap();
+  let out = tools
+    .execute(
+      "read_file",
+      &json!({"path": "status", "limit": 1}),
+      CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+  assert!(out.text.starts_with("1\tName:"), "{}", out.text);
+  let ws = workspace();
+  ws.write("d/a.txt", "one\ntwo\n");
+  symlink("d", ws.path("link")).unwrap();
+  let plain = ws.ok("read_file", json!({"path": "d/a.txt"})).await;
+  assert_eq!(plain, "1\tone\n2\ttwo\n3\t");
+  assert_eq!(ws.ok("read_file", json!({"path": "link/a.txt"})).await, plain);
+  assert_eq!(
+    ws.ok("read_file", json!({"path": "link/../d/./a.txt"})).await,
+    plain
+  );
+}
+
 /// A shell tool call joins its abort with the tool set's `close()` without a task on the
 /// runtime (a spawned link task cost two cross-thread wakes per call): a small read completes in
 /// its first poll with no tokio runtime at all (`tokio::spawn` would panic here).

@@ -1069,9 +1069,18 @@ fn openat2_beneath(dirfd: RawFd, rel: &CString, flags: i32, mode: u32) -> io::Re
   openat2_resolve(dirfd, rel, flags, mode, 0)
 }
 
+/// Set once the kernel answered `ENOSYS` (before 5.6): openat2 is not tried again, so each open
+/// makes one system call walk, not a failed openat2 first.
+#[cfg(all(target_os = "linux", not(knap_portable)))]
+static NO_OPENAT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | extra)`.
 #[cfg(all(target_os = "linux", not(knap_portable)))]
 fn openat2_resolve(dirfd: RawFd, rel: &CString, flags: i32, mode: u32, extra: u64) -> io::Result<OwnedFd> {
+  use std::sync::atomic::Ordering;
+  if NO_OPENAT2.load(Ordering::Relaxed) {
+    return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+  }
   let how = OpenHow {
     flags: flags as u64,
     mode: if flags & libc::O_CREAT != 0 {
@@ -1099,6 +1108,9 @@ fn openat2_resolve(dirfd: RawFd, rel: &CString, flags: i32, mode: u32, extra: u6
     let err = io::Error::last_os_error();
     if err.raw_os_error() == Some(libc::EAGAIN) || err.raw_os_error() == Some(libc::EINTR) {
       continue;
+    }
+    if err.raw_os_error() == Some(libc::ENOSYS) {
+      NO_OPENAT2.store(true, Ordering::Relaxed);
     }
     return Err(err);
   }

@@ -518,38 +518,22 @@ impl SeqSer<'_> {
   }
 }
 
-impl ser::SerializeSeq for SeqSer<'_> {
-  type Ok = sys::napi_value;
-  type Error = SerError;
-  fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> std::result::Result<(), SerError> {
-    self.add(value)
-  }
-  fn end(self) -> SerResult {
-    Ok(self.array)
-  }
+/// Sequences, tuples and tuple structs are all JS arrays.
+macro_rules! seq_ser {
+  ($($trait:ident :: $method:ident),*) => {$(
+    impl ser::$trait for SeqSer<'_> {
+      type Ok = sys::napi_value;
+      type Error = SerError;
+      fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> std::result::Result<(), SerError> {
+        self.add(value)
+      }
+      fn end(self) -> SerResult {
+        Ok(self.array)
+      }
+    }
+  )*};
 }
-
-impl ser::SerializeTuple for SeqSer<'_> {
-  type Ok = sys::napi_value;
-  type Error = SerError;
-  fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> std::result::Result<(), SerError> {
-    self.add(value)
-  }
-  fn end(self) -> SerResult {
-    Ok(self.array)
-  }
-}
-
-impl ser::SerializeTupleStruct for SeqSer<'_> {
-  type Ok = sys::napi_value;
-  type Error = SerError;
-  fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> std::result::Result<(), SerError> {
-    self.add(value)
-  }
-  fn end(self) -> SerResult {
-    Ok(self.array)
-  }
-}
+seq_ser!(SerializeSeq::serialize_element, SerializeTuple::serialize_element, SerializeTupleStruct::serialize_field);
 
 struct MapSer<'a> {
   js: &'a mut Js,

@@ -20,23 +20,25 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::limits::GREP_CONTENTS_SETTLED;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-  size: i64,
-  mtime: (i64, i64),
-  ctime: (i64, i64),
-}
+/// A file's identity: device, inode, size, modification and change times (ns). A rewrite in place
+/// moves the times (and usually the size); a replacement changes the inode. The one identity of
+/// everything kept by file (these contents and listings, and `rg_rules`' compiled ignore files).
+pub type Identity = [i64; 7];
 
-fn stamp(st: &libc::stat) -> Stamp {
-  Stamp {
-    size: st.st_size as i64,
-    mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
-    ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
-  }
+pub fn identity(st: &libc::stat) -> Identity {
+  [
+    st.st_dev as i64,
+    st.st_ino as i64,
+    st.st_size,
+    st.st_mtime,
+    st.st_mtime_nsec,
+    st.st_ctime,
+    st.st_ctime_nsec,
+  ]
 }
 
 struct Entries<T: ?Sized> {
-  map: HashMap<(u64, u64), (Stamp, Arc<T>, usize)>,
+  map: HashMap<(u64, u64), (Identity, Arc<T>, usize)>,
   bytes: usize,
 }
 
@@ -67,7 +69,7 @@ impl<T: ?Sized> Kept<T> {
     }
     let g = self.lock();
     let (s, v, _) = g.as_ref()?.map.get(&(st.st_dev as u64, st.st_ino as u64))?;
-    (*s == stamp(st)).then(|| v.clone())
+    (*s == identity(st)).then(|| v.clone())
   }
 
   /// Keeps `value` for the file `st` describes if its last change was settled at `looked_at`
@@ -86,7 +88,7 @@ impl<T: ?Sized> Kept<T> {
       e.bytes = 0;
     }
     e.bytes += cost;
-    if let Some((_, _, old)) = e.map.insert((st.st_dev as u64, st.st_ino as u64), (stamp(st), value, cost)) {
+    if let Some((_, _, old)) = e.map.insert((st.st_dev as u64, st.st_ino as u64), (identity(st), value, cost)) {
       e.bytes -= old;
     }
   }

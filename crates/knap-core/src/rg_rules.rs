@@ -37,6 +37,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::{Types, TypesBuilder};
 
+use crate::kept::{identity, Identity};
 use crate::walk::{At, Listing, Rules};
 use crate::workspace::{Ancestor, Dir, Opened, Root};
 
@@ -551,21 +552,7 @@ fn compile(dir: &Path, path: &Path, file: std::fs::File) -> Compiled {
 // ------------------------------------------------------------------------------------ caches
 
 /// The matcher's directory, the file, and the file's identity.
-type Key = (PathBuf, PathBuf, [i64; 7]);
-
-/// A file's identity: device, inode, size, modification and change times (ns). A rewrite changes
-/// the times (and usually the size); a replacement changes the inode.
-fn identity(st: &libc::stat) -> [i64; 7] {
-  [
-    st.st_dev as i64,
-    st.st_ino as i64,
-    st.st_size,
-    st.st_mtime,
-    st.st_mtime_nsec,
-    st.st_ctime,
-    st.st_ctime_nsec,
-  ]
-}
+type Key = (PathBuf, PathBuf, Identity);
 
 fn key(dir: &Path, file: &Path, st: &libc::stat) -> Key {
   (dir.to_path_buf(), file.to_path_buf(), identity(st))
@@ -597,15 +584,15 @@ fn cache_put(k: Key, c: Arc<Compiled>) {
 /// the excludes file itself changed (each compared by `stat` identity).
 fn global_excludes() -> Arc<Gitignore> {
   /// The cwd and each config file with its identity.
-  type Sources = (Option<PathBuf>, Vec<(PathBuf, Option<[i64; 7]>)>);
+  type Sources = (Option<PathBuf>, Vec<(PathBuf, Option<Identity>)>);
   struct Last {
     sources: Sources,
     excludes: Option<PathBuf>,
-    excludes_id: Option<[i64; 7]>,
+    excludes_id: Option<Identity>,
     gi: Arc<Gitignore>,
   }
   static LAST: Mutex<Option<Last>> = Mutex::new(None);
-  let ident = |p: &Path| -> Option<[i64; 7]> {
+  let ident = |p: &Path| -> Option<Identity> {
     let c = CString::new(p.as_os_str().as_bytes()).ok()?;
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: NUL-terminated path, writable stat buffer.

@@ -255,3 +255,21 @@ test("the shell tools' read_file and grep are launched natively while the cell s
   assert.deepEqual(runtime.stats(), { launched: 2, claimed: 2, missed: 0, abandoned: 0 });
   assert.deepEqual(result.toolCalls, ["read_file", "grep", "caveman_code", "bash", "read_file"]);
 });
+
+test("a later turn's cell speculates too: its request goes with the cell's watch, not as a bare step", async () => {
+  const log = [];
+  const started = { a: deferred(), b: deferred() };
+  const runtime = createProgrammaticToolRuntime(direct(log, { onLook: (q) => started[q]?.resolve() }));
+  const during = [];
+  const { streamFn, seen } = streamingProvider([
+    { cell: ['const a = await look({"q": "a"});\n', async () => during.push(await within(started.a.promise, 5_000)), "print(a);"] },
+    { cell: ['const b = await look({"q": "b"});\n', async () => during.push(await within(started.b.promise, 5_000)), "print(b);"] },
+    { text: "done" },
+  ]);
+  const result = await run(runtime.definition, "go", { model: fauxModel(), streamFn });
+  assert.equal(result.stopReason, "complete");
+  assert.deepEqual(during, ["in time", "in time"], "each cell's read started while that cell streamed");
+  assert.deepEqual(seen.at(-1).filter((m) => m.role === "toolResult").map((m) => m.content[0].text), ["look:a", "look:b"]);
+  assert.deepEqual(log.map((l) => l.q), ["a", "b"], "each read executed once");
+  assert.deepEqual(runtime.stats(), { launched: 2, claimed: 2, missed: 0, abandoned: 0 });
+});

@@ -178,12 +178,14 @@ type ModelStep = FnArgs<(
 )>;
 
 impl ModelRequest {
-  /// The request has `model_step`'s shape: one step-shaped tool result appended, nothing else.
+  /// The request has `model_step`'s shape: one step-shaped tool result appended, nothing else
+  /// (a turn that speculates goes as an object: its stream is watched for the cell's source).
   fn is_step(&self) -> bool {
     self.model.is_none()
       && self.system_prompt.is_none()
       && self.tools.is_none()
       && self.context.is_none()
+      && self.speculate.is_none()
       && self.max_tokens.is_none_or(|n| n < (1 << 53))
       && matches!(self.append.as_slice(), [Message::ToolResult(t)] if step_shaped(t))
   }

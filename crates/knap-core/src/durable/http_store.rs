@@ -94,7 +94,9 @@ fn scheme_and_host(url: &str) -> Option<(String, String)> {
   {
     return None;
   }
-  if url.contains(['?', '#']) || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+  // A `\` is a `/` to WHATWG URL parsers (Node's fetch): `http://evil\@localhost/` goes to
+  // `evil`. Refused, so the host judged here is the host the token is sent to.
+  if url.contains(['?', '#', '\\']) || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
     return None;
   }
   let authority = rest.split('/').next().unwrap_or_default();
@@ -561,6 +563,8 @@ mod tests {
       "https://h/x?a=1",
       "https://h/#f",
       "https://h:port/",
+      "http://evil.example\\@localhost/",
+      "https://h\\x",
     ] {
       assert_eq!(code_of(with_url(bad)), "cave_durable_http_url_invalid", "{bad}");
     }

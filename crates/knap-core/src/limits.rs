@@ -176,6 +176,8 @@ pub const DURABLE_HTTP_LOCK_RESPONSE_MAX_BYTES: usize = 64 * 1024;
 /// `ObjectDurableStore`: create-if-absent attempts for one journal chunk before
 /// `cave_durable_append_conflict`, and the lease object bytes read.
 pub const DURABLE_OBJECT_APPEND_ATTEMPTS: u32 = 8;
+/// Runs whose journal position an object store instance caches (knap's; a cache, no behaviour).
+pub const DURABLE_OBJECT_KNOWN_RUNS_MAX: usize = 4096;
 pub const DURABLE_OBJECT_LEASE_MAX_BYTES: usize = 64 * 1024;
 /// The default key prefix of `ObjectDurableStore`.
 pub const DURABLE_OBJECT_PREFIX: &str = "caveman/durable/";

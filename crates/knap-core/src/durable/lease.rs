@@ -222,7 +222,7 @@ pub trait LeaseEngine: Send + Sync + 'static {
 }
 
 /// A lease-based store over its engine (`HttpStore`, `ObjectStore`).
-pub struct Leased<E>(Arc<E>);
+pub struct Leased<E>(pub(super) Arc<E>);
 
 impl<E> Clone for Leased<E> {
   fn clone(&self) -> Self {

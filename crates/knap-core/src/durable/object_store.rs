@@ -27,8 +27,8 @@ use super::{valid_run_id, DurableError};
 use crate::code::Code;
 use crate::exec::BoxFuture;
 use crate::limits::{
-  DURABLE_MAX_JOURNAL_BYTES, DURABLE_OBJECT_APPEND_ATTEMPTS, DURABLE_OBJECT_LEASE_MAX_BYTES,
-  DURABLE_OBJECT_PREFIX,
+  DURABLE_MAX_JOURNAL_BYTES, DURABLE_OBJECT_APPEND_ATTEMPTS, DURABLE_OBJECT_KNOWN_RUNS_MAX,
+  DURABLE_OBJECT_LEASE_MAX_BYTES, DURABLE_OBJECT_PREFIX,
 };
 
 /// The host's object storage. `put` resolves `false` when its `if_match` precondition failed
@@ -194,12 +194,20 @@ impl ObjectEngine {
     Ok(from)
   }
 
+  /// Only a cache (an append without an entry catches up from the chunks): bounded, it starts
+  /// over past `DURABLE_OBJECT_KNOWN_RUNS_MAX` runs — a server's sweeps load every run.
   fn remember(&self, run_id: &str, known: Known) {
-    self
-      .known
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
-      .insert(run_id.to_string(), known);
+    let mut map = self.known.lock().unwrap_or_else(|e| e.into_inner());
+    if map.len() >= DURABLE_OBJECT_KNOWN_RUNS_MAX && !map.contains_key(run_id) {
+      map.clear();
+    }
+    map.insert(run_id.to_string(), known);
+  }
+
+  /// This instance is done with the run: its append turn and cached position go.
+  fn forget(&self, run_id: &str) {
+    self.appending.lock().unwrap_or_else(|e| e.into_inner()).remove(run_id);
+    self.known.lock().unwrap_or_else(|e| e.into_inner()).remove(run_id);
   }
 
   /// While this instance holds the run's lease: its key must still be the newest generation and
@@ -420,6 +428,7 @@ impl LeaseEngine for ObjectEngine {
     let Some(lease) = self.book.take(run_id, id) else {
       return Ok(());
     };
+    self.forget(run_id);
     // Only while the key is still the newest: a taken-over generation is left as it is.
     if self.newest_generation(run_id).await?.map(|(g, _)| g) != Some(lease.generation) {
       return Ok(());
@@ -435,7 +444,7 @@ impl LeaseEngine for ObjectEngine {
 
   async fn close(&self, run_id: &str) -> Result<(), DurableError> {
     self.release(run_id, None).await?;
-    self.known.lock().unwrap_or_else(|e| e.into_inner()).remove(run_id);
+    self.forget(run_id);
     Ok(())
   }
 
@@ -571,6 +580,30 @@ mod tests {
       .unwrap()
       .insert(format!("{J}notes.txt"), b"x".to_vec());
     assert_eq!(s.load("run").await.unwrap_err().code, Code::DurableJournalCorrupt);
+  }
+
+  #[tokio::test]
+  async fn what_an_instance_keeps_per_run_is_bounded_and_goes_with_the_lease() {
+    let bucket: Arc<Bucket> = Arc::default();
+    let s = store(&bucket);
+    let id = s.acquire_lease("run").await.unwrap();
+    s.load("run").await.unwrap();
+    s.append("run", "{}\n".into()).await.unwrap();
+    assert!(s.0.known.lock().unwrap().contains_key("run"));
+    assert!(s.0.appending.lock().unwrap().contains_key("run"));
+    s.release("run", Some(id)).await.unwrap();
+    assert!(s.0.known.lock().unwrap().is_empty(), "released: the position is forgotten");
+    assert!(s.0.appending.lock().unwrap().is_empty(), "released: the append turn is forgotten");
+    // Loads of runs this instance never holds (a server's sweep) stay a bounded cache.
+    for n in 0..DURABLE_OBJECT_KNOWN_RUNS_MAX + 10 {
+      s.0.remember(&format!("r{n}"), Known { next: 1, bytes: 0 });
+    }
+    assert!(s.0.known.lock().unwrap().len() <= DURABLE_OBJECT_KNOWN_RUNS_MAX);
+    // A forgotten position is caught up from the chunks: appends go on after what is there.
+    let id = s.acquire_lease("run").await.unwrap();
+    s.append("run", "{\"b\":1}\n".into()).await.unwrap();
+    s.release("run", Some(id)).await.unwrap();
+    assert_eq!(store(&bucket).load("run").await.unwrap(), vec!["{}", "{\"b\":1}"]);
   }
 
   #[tokio::test]

@@ -10,7 +10,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-import { HttpDurableStore } from "./durable.mjs";
+import { HttpDurableStore, defaultDurableRoot } from "./durable.mjs";
+import { native } from "./native.mjs";
 import { createAgentServer } from "./serve.mjs";
 
 export const AGENT_MODULES = ["agent.mjs", "agent.js"];
@@ -34,7 +35,6 @@ Environment:
   CAVE_JOURNAL_TOKEN   that server's bearer token (required with CAVE_JOURNAL_URL)
 `;
 
-const MIN_TOKEN_CHARS = 16;
 
 /** A refusal: the code's message on stderr, and the exit status (2: usage, 1: startup). */
 class CliError extends Error {
@@ -154,7 +154,7 @@ export async function main(args, { env = process.env, cwd = process.cwd(), stdou
       );
     }
     const token = env.CAVE_SERVE_TOKEN;
-    if (typeof token !== "string" || token.length < MIN_TOKEN_CHARS) {
+    if (typeof token !== "string" || token.length < native.serveLimits().minTokenChars) {
       throw new CliError(
         "cave_serve_token_required",
         "cave_serve_token_required: set a bearer token of at least 16 characters, or pass authenticate(); this endpoint spends money\nhint: export CAVE_SERVE_TOKEN=$(head -c 24 /dev/urandom | base64)",
@@ -174,7 +174,7 @@ export async function main(args, { env = process.env, cwd = process.cwd(), stdou
     });
     const bound = await server.listen(port, host);
     const shown = host.includes(":") ? `[${host}]` : host;
-    const journals = store ? `journals at ${env.CAVE_JOURNAL_URL}` : `journals in ${path.join(dir, ".caveman", "runs", "durable")}`;
+    const journals = store ? `journals at ${env.CAVE_JOURNAL_URL}` : `journals in ${defaultDurableRoot(dir)}`;
     stderr.write(`caveman-agent serve: ${agentModule.definition.id} on http://${shown}:${bound} (${journals})\n`);
     return { server, port: bound, host, close: (graceMs) => server.close(graceMs) };
   } catch (error) {

@@ -311,7 +311,7 @@ impl LeaseEngine for HttpEngine {
       )
     };
     if r.truncated {
-      return Err(invalid("a lock response of at most 64 KiB"));
+      return Err(invalid(&format!("a lock response of at most {} KiB", DURABLE_HTTP_LOCK_RESPONSE_MAX_BYTES / 1024)));
     }
     let v: Value = serde_json::from_slice(&r.body).map_err(|_| invalid("a JSON body"))?;
     let token = match v.get("token") {
@@ -374,7 +374,7 @@ impl LeaseEngine for HttpEngine {
       )
     };
     if r.truncated {
-      return Err(invalid("a body over 64 MiB"));
+      return Err(invalid(&format!("a body over {} MiB", DURABLE_HTTP_LIST_MAX_BYTES >> 20)));
     }
     let v: Value = serde_json::from_slice(&r.body).map_err(|_| invalid("a body that is not JSON"))?;
     let Some(ids) = v.get("runIds").and_then(Value::as_array) else {

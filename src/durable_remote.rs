@@ -15,10 +15,11 @@ use knap_core::durable::object_store::{ObjectStorage, ObjectStore, ObjectStoreOp
 use knap_core::durable::DurableError;
 use knap_core::exec::BoxFuture;
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 
 use crate::durable::{js_error, sync_error};
+use crate::execution_backend::AbortOnDrop;
 use crate::ErrorCode;
 
 /// A lease id as JS holds it (ids count up from 1, far below 2^53).
@@ -188,20 +189,12 @@ impl HttpTransport for JsFetch {
     let max = request.max_bytes;
     Box::pin(async move {
       // Dropped before the answer (the request timed out): the fetch is aborted too.
-      struct AbortOnDrop(Option<Arc<JsHttpAbortFn>>, u32);
-      impl Drop for AbortOnDrop {
-        fn drop(&mut self) {
-          if let Some(f) = self.0.take() {
-            f.call(self.1, ThreadsafeFunctionCallMode::NonBlocking);
-          }
-        }
-      }
-      let mut guard = AbortOnDrop(Some(abort), call_id);
+      let mut guard = AbortOnDrop::new(abort, call_id);
       let reply = match fetch.call_async_catch(call).await {
         Err(e) => Err(e),
         Ok(promise) => promise.await,
       };
-      guard.0.take();
+      guard.settled();
       let reply = reply.map_err(|e| e.reason.clone())?;
       if !reply.ok {
         return Err(reply.message.unwrap_or_else(|| "fetch failed".into()));

@@ -90,6 +90,30 @@ pub type JsBackendWriteFn = ThreadsafeFunction<
 #[napi]
 pub type JsBackendAbortFn = ThreadsafeFunction<u32, (), u32, Status, false, true>;
 
+/// Calls `abort(callId)` when dropped before [`AbortOnDrop::settled`]: a caller that gives up on a
+/// JS call (a timeout, a dropped future) stops it on the JS side too.
+/// (The durable store's `JsHttpAbortFn` is the same type.)
+pub struct AbortOnDrop(Option<Arc<JsBackendAbortFn>>, u32);
+
+impl AbortOnDrop {
+  pub fn new(abort: Arc<JsBackendAbortFn>, call_id: u32) -> Self {
+    Self(Some(abort), call_id)
+  }
+
+  /// The call answered: nothing to abort.
+  pub fn settled(&mut self) {
+    self.0.take();
+  }
+}
+
+impl Drop for AbortOnDrop {
+  fn drop(&mut self) {
+    if let Some(f) = self.0.take() {
+      f.call(self.1, ThreadsafeFunctionCallMode::NonBlocking);
+    }
+  }
+}
+
 /// A JS object implementing `ExecutionBackend`.
 struct JsBackend {
   id: String,
@@ -176,15 +200,7 @@ impl ExecutionBackend for JsBackend {
     };
     Box::pin(async move {
       // Dropped before the reply (the caller gave up): the JS call is aborted too.
-      struct AbortOnDrop(Option<Arc<JsBackendAbortFn>>, u32);
-      impl Drop for AbortOnDrop {
-        fn drop(&mut self) {
-          if let Some(f) = self.0.take() {
-            f.call(self.1, ThreadsafeFunctionCallMode::NonBlocking);
-          }
-        }
-      }
-      let mut guard = AbortOnDrop(Some(abort.clone()), call_id);
+      let mut guard = AbortOnDrop::new(abort.clone(), call_id);
       let reply = async move {
         match exec.call_async_catch(call).await {
           Err(e) => Err(e),
@@ -195,7 +211,7 @@ impl ExecutionBackend for JsBackend {
       let settled = tokio::select! {
         r = &mut reply => r,
         _ = cancel.cancelled() => {
-          guard.0.take();
+          guard.settled();
           abort.call(call_id, ThreadsafeFunctionCallMode::NonBlocking);
           // The JS side settles after its own clean-up (the HTTP client posts `/cancel`).
           match tokio::time::timeout(JS_BACKEND_ABORT_GRACE, &mut reply).await {
@@ -204,7 +220,7 @@ impl ExecutionBackend for JsBackend {
           }
         }
       };
-      guard.0.take();
+      guard.settled();
       let reply = JsBackend::settle(settled)?;
       let result = reply
         .exec

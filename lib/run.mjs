@@ -159,31 +159,20 @@ function modelRef(modelCall, key) {
 }
 
 /**
- * `RunOptions.budget` for the kernel: `compaction.summarizerModel` resolved like a pinned model of
- * the run (a handle held here) and `newContext` replaced by the fact that it is there.
+ * `RunOptions.budget` for the kernel: `compaction.summarizerModel` turned into a model ref by
+ * `summarizer` (the run resolves it like a pinned model, a handle held here) and `newContext`
+ * replaced by the fact that it is there.
  */
-async function budgetSpec(budget, options, registry) {
+async function budgetSpec(budget, summarizer) {
   const compaction = budget?.compaction;
   if (!compaction || typeof compaction !== "object") return budget;
   const { core, summarizerModel } = splitCompactionOptions(compaction);
-  if (summarizerModel !== undefined) {
-    const call = await resolveModelCall(summarizerModel, { ...options, model: undefined });
-    core.summarizerModel = modelRef(call, registry.models.push(call) - 1);
-  }
+  if (summarizerModel !== undefined) core.summarizerModel = await summarizer(summarizerModel);
   return { ...budget, compaction: core };
 }
 
-/**
- * `RunOptions.budget` for the option check before the model is resolved: `budgetSpec`'s shape
- * with a placeholder for the summarizer model (its kind is checked here, the model itself later).
- */
-function earlyBudget(budget) {
-  const compaction = budget?.compaction;
-  if (!compaction || typeof compaction !== "object") return budget;
-  const { core, summarizerModel } = splitCompactionOptions(compaction);
-  if (summarizerModel !== undefined) core.summarizerModel = { key: 0, provider: "", id: "" };
-  return { ...budget, compaction: core };
-}
+/** The summarizer's placeholder for the option check before any model is resolved (its kind is checked then, the model later). */
+const EARLY_SUMMARIZER = () => ({ key: 0, provider: "", id: "" });
 
 /** A tool as the kernel sees it. */
 function toolSpec(tool, runtime) {
@@ -677,7 +666,7 @@ async function* runEvents(definition, content, options, quiet, input) {
   // compaction's model and callback are checked for their kind here and resolved below.
   const early = { ...runSpec, input: [], history: [], maxModelCalls: undefined, maxToolCalls: undefined };
   try {
-    early.budget = earlyBudget(options.budget);
+    early.budget = await budgetSpec(options.budget, EARLY_SUMMARIZER);
     throwRefusal(native.checkRunOptions(specJson(early)));
   } catch (error) {
     options.signal?.removeEventListener("abort", onAbort);
@@ -690,7 +679,10 @@ async function* runEvents(definition, content, options, quiet, input) {
     graph = await buildGraph(definition, options, prep.rootDir, registry, true, prep.sandbox);
     const caps = checkOptions(options, CALL_CAP_OPTIONS);
     if (caps) throw new Error(caps.message);
-    runSpec.budget = await budgetSpec(options.budget, options, registry);
+    runSpec.budget = await budgetSpec(options.budget, async (model) => {
+      const call = await resolveModelCall(model, { ...options, model: undefined });
+      return modelRef(call, registry.models.push(call) - 1);
+    });
     const input = registry.models[graph.model.key].model?.input;
     if (Array.isArray(input)) runSpec.modelInput = input.map(String);
     if (prep.memoryRun) {
